@@ -1,0 +1,60 @@
+"""Atomic writes and private directories: nothing half-written, nothing predictable."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside the target, then rename over it: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def copy_atomic(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def private_dir(prefix: str) -> Path:
+    """A fresh 0700 directory from mkdtemp: unpredictable name, owner-only."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(path, 0o700)
+    return path
+
+
+def swap_dir(new: Path, target: Path) -> None:
+    """Put a fully built directory in place of target, as close to atomic as POSIX allows."""
+    if target.exists():
+        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+        os.rename(target, trash / target.name)
+        os.rename(new, target)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.rename(new, target)

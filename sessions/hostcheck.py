@@ -1,0 +1,190 @@
+"""Resolve a cell against this host before anything is built.
+
+Everything that depends on the machine (interpreters, library files, a torch
+environment, the suite's files) is checked here, so a session fails with one
+clear message instead of half-way through a build.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .cells import Cell
+from .errors import MatrixError, Problem
+from .matrix import Matrix
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A cell with every path made absolute and checked."""
+
+    interpreter: str
+    ort_install: str  # requirement string, wheel path or URL
+    ort_sha256: str | None
+    torch_site: str | None  # site-packages of a reused torch environment
+    preload: tuple[str, ...]  # real paths, in load order
+    wheelhouse: tuple[str, ...]
+    suite_root: str
+    test_files: tuple[str, ...]
+    pythonpath: tuple[str, ...]
+
+
+class _Checker:
+    def __init__(self, matrix: Matrix):
+        self.matrix = matrix
+        self.problems: list[Problem] = []
+
+    def bad(self, key: str, problem: str, fix: str) -> None:
+        self.problems.append(Problem(str(self.matrix.path), key, problem, fix))
+
+    def expand(self, text: str, key: str) -> str | None:
+        missing = [v for v in _VAR.findall(text) if v not in os.environ]
+        if missing:
+            self.bad(key, f"uses ${{{missing[0]}}}, which is not set", f"export {missing[0]}=... before running nox")
+            return None
+        return _VAR.sub(lambda m: os.environ[m.group(1)], text)
+
+    def path(self, text: str, key: str, base: Path | None = None) -> Path | None:
+        expanded = self.expand(text, key)
+        if expanded is None:
+            return None
+        p = Path(expanded).expanduser()
+        return (p if p.is_absolute() else (base or self.matrix.base) / p).resolve()
+
+
+@lru_cache(maxsize=None)
+def find_interpreter(version: str) -> str | None:
+    """First python on PATH that really is `version` (pyenv shims can lie)."""
+    for name in (f"python{version}", "python3", "python"):
+        exe = shutil.which(name)
+        if not exe:
+            continue
+        try:
+            out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip() == version:
+            return exe
+    return None
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
+    libs = cell.libs
+    key = f"libs.{libs.id}"
+    if libs.none:
+        return ()
+    found: list[str] = []
+    if libs.search:
+        for name, pattern in (("cudart", "libcudart.so.*"), ("cudnn", "libcudnn.so.9")):
+            hits = []
+            for d in libs.search:
+                p = c.path(d, f"{key}.search")
+                if p is not None:
+                    hits += sorted(glob.glob(str(p / pattern)))
+            if hits:
+                found.append(os.path.realpath(hits[0]))
+            else:
+                c.bad(f"{key}.search", f"no {pattern} in {list(libs.search)}",
+                      f"add the directory that holds {pattern}, or pin {name} = \"/path/{pattern}\"")
+        return tuple(found)
+    for name in ("cudart", "cudnn"):
+        value = getattr(libs, name)
+        if value is None:
+            continue
+        p = c.path(value, f"{key}.{name}")
+        if p is None:
+            continue
+        if not p.is_file():
+            c.bad(f"{key}.{name}", f"{p} does not exist on this host",
+                  f"point {name} at the real file (try: ldconfig -p | grep lib{name}), or use none = true")
+        else:
+            found.append(os.path.realpath(p))
+    return tuple(found)
+
+
+def resolve(matrix: Matrix, cell: Cell) -> Resolved:
+    """Check the cell against this host; raise MatrixError naming every problem."""
+    c = _Checker(matrix)
+    interpreter = find_interpreter(cell.python)
+    if interpreter is None:
+        c.bad(f"{cell.key}.python" if cell.key.startswith("pairing.include") else "matrix.pythons", f"no python {cell.python} found on PATH for {cell.name}",
+              f"install python{cell.python} (or put it on PATH), or drop {cell.python} from the matrix")
+    ort = cell.ort
+    ort_install, sha = ort.requirement or "", None
+    if ort.wheel:
+        expanded = c.expand(ort.wheel, f"ort.{ort.id}.wheel")
+        if expanded and re.match(r"^[a-z+]+://", expanded):
+            ort_install = expanded
+        elif expanded:
+            p = c.path(expanded, f"ort.{ort.id}.wheel")
+            if p is None or not p.is_file():
+                c.bad(f"ort.{ort.id}.wheel", f"{p} does not exist", "point wheel at a downloaded .whl, or use requirement")
+            else:
+                ort_install, sha = str(p), sha256_of(p)
+    torch_site = None
+    if cell.torch.environment:
+        env = c.path(cell.torch.environment, f"torch.{cell.torch.id}.environment")
+        site = env / "lib" / f"python{cell.python}" / "site-packages" if env else None
+        if site is not None and not site.is_dir():
+            c.bad(f"torch.{cell.torch.id}.environment", f"{site} does not exist (python {cell.python})",
+                  "point environment at a venv or prefix of the same python version that has torch installed")
+        elif site is not None:
+            torch_site = str(site)
+    preload = _libs(c, cell)
+    wheelhouse = []
+    for i, w in enumerate(matrix.settings.wheelhouse):
+        p = c.path(w, f"matrix.wheelhouse[{i}]")
+        if p is not None and not p.is_dir():
+            c.bad(f"matrix.wheelhouse[{i}]", f"{p} is not a directory", "create it, or remove the entry")
+        elif p is not None:
+            wheelhouse.append(str(p))
+    suite = cell.suite
+    skey = f"suite.{suite.id}"
+    root = c.path(suite.root, f"{skey}.root")
+    files: list[str] = []
+    pythonpath: list[str] = []
+    if root is not None and not root.is_dir():
+        c.bad(f"{skey}.root", f"{root} is not a directory", "point root at the directory that holds the tests")
+    elif root is not None:
+        for pattern in suite.files:
+            hits = sorted(glob.glob(str(root / pattern), recursive=True))
+            if not hits:
+                c.bad(f"{skey}.files", f"{pattern!r} matches nothing under {root}", "fix the name or glob, relative to root")
+            files += [os.path.realpath(h) for h in hits]
+        for entry in suite.pythonpath:
+            p = c.path(entry, f"{skey}.pythonpath", base=root)
+            if p is not None and not p.is_dir():
+                c.bad(f"{skey}.pythonpath", f"{p} is not a directory", "list directories relative to root")
+            elif p is not None:
+                pythonpath.append(str(p))
+    if c.problems:
+        raise MatrixError(c.problems)
+    return Resolved(interpreter or "", ort_install, sha, torch_site, preload, tuple(wheelhouse),
+                    str(root), tuple(dict.fromkeys(files)), tuple(pythonpath))
+
+
+def available(matrix: Matrix, cell: Cell) -> bool:
+    """Whether this host can run the cell: decides nox's default sessions."""
+    try:
+        resolve(matrix, cell)
+    except MatrixError:
+        return False
+    return True
