@@ -1,0 +1,128 @@
+"""Shared fixtures: one venv per test session, real nox runs against small matrices."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+collect_ignore = ["fixtures", "gpu"]  # suites the harness runs, never collected here
+
+REPO = Path(__file__).resolve().parent.parent
+SUITES = REPO / "tests" / "fixtures" / "suites"
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+CELL = f"t-{PY}-x"
+ORT_CPU = "onnxruntime==1.32.0"
+
+MATRIX = """\
+[matrix]
+prefix = "t"
+pythons = ["{py}"]
+backend = "uv|virtualenv"
+suite = "s"
+modes = {modes}
+{matrix_extra}
+
+[ort.cpu]
+requirement = "{ort}"
+with = ["onnx==1.20.1"]
+
+[torch.none]
+skip = true
+
+[libs.x]
+{libs}
+
+[suite.s]
+root = "{root}"
+files = {files}
+pythonpath = {pythonpath}
+{suite_extra}
+"""
+
+
+@dataclass
+class NoxRun:
+    proc: subprocess.CompletedProcess
+    results_dir: Path
+
+    @property
+    def output(self) -> str:
+        return self.proc.stdout
+
+    def result(self, mode: str) -> dict:
+        return json.loads((self.results_dir / f"{CELL}-{mode}.json").read_text())
+
+
+def nox(*args: str, matrix: Path, results: Path, venvs: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real nox, in a subprocess, against the repo's own noxfile."""
+    full = {**os.environ, "MATRIX_TOML": str(matrix), "MATRIX_RESULTS": str(results), "MATRIX_VENVS": str(venvs),
+            **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args], env=full,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, venvs: Path):
+        self.tmp = tmp_path
+        self.venvs = venvs
+        self.matrix = tmp_path / "matrix.toml"
+        self.results = tmp_path / "results"
+
+    def write(self, files: list[str], root: Path = SUITES / "verdicts", modes=("normal",), expect: str = "",
+              libs: str = "none = true", suite_extra: str = "", matrix_extra: str = "",
+              pythonpath=("..",), ort: str = ORT_CPU) -> Path:
+        self.matrix.write_text(MATRIX.format(
+            py=PY, modes=json.dumps(list(modes)), matrix_extra=matrix_extra, libs=libs, root=root,
+            files=json.dumps(files), pythonpath=json.dumps(list(pythonpath)), suite_extra=suite_extra + "\n" + expect,
+            ort=ort))
+        return self.matrix
+
+    def nox(self, *args: str, env: dict | None = None) -> NoxRun:
+        return NoxRun(nox(*args, matrix=self.matrix, results=self.results, venvs=self.venvs, env=env), self.results)
+
+    def run(self, files: list[str], session: str = CELL, env: dict | None = None, **kw) -> NoxRun:
+        self.write(files, **kw)
+        return self.nox("-s", session, env=env)
+
+
+@pytest.fixture(scope="session")
+def venvs(tmp_path_factory) -> Path:
+    """Built venvs, shared by every test of this session: the first run builds, the rest reuse."""
+    return tmp_path_factory.mktemp("venvs")
+
+
+@pytest.fixture
+def harness(tmp_path: Path, venvs: Path) -> Harness:
+    return Harness(tmp_path, venvs)
+
+
+FAKE_CUDNN = "unsigned long cudnnGetVersion(void) { return %d; }\n"
+FAKE_CUDART = "int cudaRuntimeGetVersion(int *v) { *v = %d; return 0; }\n"
+
+
+def build_so(out: Path, soname: str, source: str) -> Path:
+    """A real shared library with the given SONAME, built by the system compiler."""
+    if shutil.which("cc") is None:
+        pytest.fail("a C compiler (cc) is needed to build the shared libraries these tests load")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fake_libs(tmp_path_factory) -> dict[str, Path]:
+    """Stand-ins for the system CUDA runtime and cuDNN, and for torch's bundled cuDNN."""
+    d = tmp_path_factory.mktemp("libs")
+    return {
+        "cudart": build_so(d / "system" / "libcudart.so.13", "libcudart.so.13", FAKE_CUDART % 13000),
+        "cudnn": build_so(d / "system" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91400),
+        "torch_cudnn": build_so(d / "torch" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91900),
+    }

@@ -1,0 +1,79 @@
+"""Every verdict path, through real nox sessions, real venvs and real pytest runs."""
+from conftest import SUITES
+
+TEETH = 'message = "AssertionError: \'CUDNN_FLASH_ATTENTION\' != \'MATH\'"\n'
+
+
+def test_all_pass_passes(harness):
+    run = harness.run(["test_allpass.py"], expect="[suite.s.expect.normal]\nmin_passed = 2\n")
+    r = run.result("normal")
+    assert run.proc.returncode == 0, run.output
+    assert r["verdict"] == "pass" and r["reasons"] == []
+    assert r["counts"] == {"collected": 2, "passed": 2, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
+    assert r["pytest_exit_code"] == 0
+    assert "cell t-" in run.output and "PASS" in run.output  # the table
+
+
+def test_all_skip_fails_although_pytest_exits_0(harness):
+    run = harness.run(["test_allskip.py"])
+    r = run.result("normal")
+    assert r["pytest_exit_code"] == 0
+    assert r["verdict"] == "fail" and run.proc.returncode != 0
+    assert "nothing passed (2 skipped)" in r["reasons"]
+    assert any("2 skip(s) not in allowed_skips" in x for x in r["reasons"])
+
+
+def test_nothing_collected_fails_with_its_own_message(harness):
+    r = harness.run(["test_nothing_here.py"]).result("normal")
+    assert r["pytest_exit_code"] == 5 and r["verdict"] == "fail"
+    assert any("nothing was collected (pytest exit 5)" in x for x in r["reasons"])
+
+
+def test_unexpected_failure_fails(harness):
+    expect = '[suite.s.expect.normal]\nknown_failures = [{ test = "tracked_regression", reason = "issue 7" }]\n'
+    r = harness.run(["test_broken.py"], expect=expect).result("normal")
+    assert r["verdict"] == "fail"
+    assert r["counts"]["passed"] == 1 and r["counts"]["failed"] == 2
+    (reason,) = [x for x in r["reasons"] if "unexpected failure" in x]
+    assert "test_new_regression" in reason and "tracked_regression" not in reason
+
+
+def test_only_known_failures_pass(harness):
+    expect = ('[suite.s.expect.normal]\nknown_failures = [{ test = "_regression$", reason = "both tracked" }]\n')
+    run = harness.run(["test_broken.py"], expect=expect)
+    r = run.result("normal")
+    assert r["pytest_exit_code"] == 1
+    assert r["verdict"] == "pass", r["reasons"]
+    assert run.proc.returncode == 0
+
+
+def test_teeth_with_the_verbatim_failure_passes(harness):
+    expect = "[suite.s.expect.teeth]\n" + TEETH + "min_failures = 2\n"
+    run = harness.run(["test_canary.py"], root=SUITES / "canary", modes=["teeth"], expect=expect)
+    r = run.result("teeth")
+    assert r["verdict"] == "pass", r["reasons"]
+    assert r["counts"]["failed"] == 2
+    assert r["env"]["ORT_MATRIX_CUDA_OPTIONS"] == '{"sdpa_kernel": "16"}'
+    assert r["env"]["ORT_TEST_REQUIRE_CUDNN_SDPA"] == "1"
+
+
+def test_teeth_with_nothing_failing_has_no_teeth(harness):
+    run = harness.run(["test_allpass.py"], modes=["teeth"])
+    r = run.result("teeth")
+    assert r["verdict"] == "fail" and run.proc.returncode != 0
+    assert "canary has no teeth: nothing failed with MATH forced" in r["reasons"]
+
+
+def test_teeth_with_another_error_fails(harness):
+    r = harness.run(["test_import_error.py"], root=SUITES / "broken", modes=["teeth"]).result("teeth")
+    assert r["verdict"] == "fail"
+    assert r["counts"]["errors"] == 1
+    assert any("failure(s) other than the canary's" in x and "a_module_that_does_not_exist" in x for x in r["reasons"])
+    assert any("exit 2" in x for x in r["reasons"])
+
+
+def test_teeth_needs_the_exact_message(harness):
+    expect = "[suite.s.expect.teeth]\nmessage = \"AssertionError: 'CUDNN_FLASH_ATTENTION' != 'FLASH_ATTENTION'\"\n"
+    r = harness.run(["test_canary.py"], root=SUITES / "canary", modes=["teeth"], expect=expect).result("teeth")
+    assert r["verdict"] == "fail"
+    assert any("0 test(s) failed with exactly" in x for x in r["reasons"])
