@@ -1,0 +1,145 @@
+"""matrix.toml: validation before anything is built, session names, listing and tags."""
+import re
+
+import pytest
+from conftest import CELL, PY, REPO, SUITES
+
+from sessions.cells import cells_of
+from sessions.errors import MatrixError
+from sessions.matrix import load_matrix
+
+
+def _problems(path):
+    with pytest.raises(MatrixError) as info:
+        cells_of(load_matrix(path))
+    return info.value.problems
+
+
+@pytest.mark.parametrize("edit, key, words", [
+    (('[libs.x]', '[libs.x]\ncudnnn = "/x"'), "libs.x.cudnnn", "unknown key"),
+    (('[torch.none]\nskip = true', '[torch.none]\nskip = true\n[pairing]\ninclude = [{ python = "PY", ort = "ort999", torch = "none", libs = "x" }]'),
+     "pairing.include[0].ort", "unknown ort id 'ort999'"),
+    (('suite = "s"\n', ''), "pairing (combination 0).suite", "the pairing has no suite"),
+    (('suite = "s"\n', 'suite = "nope"\n'), "matrix.suite", "unknown suite 'nope'"),
+    (('root = ', 'rooot = '), "suite.s.rooot", "unknown key"),
+    (('[ort.cpu]\nrequirement', '[ort.cpu]\nwheel = "x.whl"\nrequirement'), "ort.cpu", "needs exactly one of requirement, wheel"),
+    (('backend = "uv|virtualenv"', 'backend = "uv|conda"'), "matrix.backend", "unknown venv backend 'conda'"),
+    (('pythonpath = ', 'pytest_args = ["-q"]\npythonpath = '), None, None),
+])
+def test_structural_errors_name_file_key_and_fix(harness, edit, key, words):
+    path = harness.write(["test_allpass.py"])
+    path.write_text(path.read_text().replace(edit[0], edit[1], 1).replace('"PY"', f'"{PY}"'))
+    if key is None:  # the control: a valid edit loads
+        assert [c.name for c in cells_of(load_matrix(path))] == [CELL]
+        return
+    problems = _problems(path)
+    assert any(p.key == key and words in p.problem and p.fix and p.file == str(path) for p in problems), problems
+
+
+def test_bad_regex_and_bad_toml_are_reported(harness):
+    path = harness.write(["test_allpass.py"], expect='[suite.s.expect.normal]\nallowed_skips = ["(unclosed"]\n')
+    assert any(p.key == "suite.s.expect.normal.allowed_skips[0]" for p in _problems(path))
+    path.write_text("[matrix\nprefix = 1")
+    assert _problems(path)[0].key == "(syntax)"
+
+
+def test_nox_prints_the_problems_without_a_traceback(harness):
+    path = harness.write(["test_allpass.py"])
+    path.write_text(path.read_text().replace('[libs.x]', '[libs.x]\nbogus = 1'))
+    run = harness.nox("-l")
+    assert run.proc.returncode == 2
+    assert f"{path}: libs.x.bogus: unknown key" in run.output
+    assert "fix: remove it" in run.output
+    assert "Traceback" not in run.output
+
+
+def test_missing_library_file_fails_the_session_before_building(harness, tmp_path):
+    harness.write(["test_allpass.py"], libs=f'cudnn = "{tmp_path}/nowhere/libcudnn.so.9"')
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode != 0
+    assert f"libs.x.cudnn: {tmp_path}/nowhere/libcudnn.so.9 does not exist on this host" in run.output
+    assert "Traceback" not in run.output and "uv venv" not in run.output
+    assert not (harness.results).exists()
+
+
+def test_unset_variable_in_a_path_is_named(harness, tmp_path):
+    harness.write(["test_allpass.py"], root="${ORT_MATRIX_TEST_UNSET}/x")
+    run = harness.nox("-s", CELL)
+    assert "suite.s.root: uses ${ORT_MATRIX_TEST_UNSET}, which is not set" in run.output
+
+
+def test_names_grow_only_where_they_collide(tmp_path):
+    (tmp_path / "m.toml").write_text(f"""
+[matrix]
+pythons = ["{PY}"]
+suite = "s"
+[ort.a]
+requirement = "onnxruntime"
+[ort.b]
+requirement = "onnxruntime"
+[torch.t1]
+skip = true
+[torch.t2]
+skip = true
+[libs.l1]
+none = true
+[libs.l2]
+none = true
+[pairing]
+include = [
+  {{ python = "{PY}", ort = "a", torch = "t1", libs = "l1" }},
+  {{ python = "{PY}", ort = "a", torch = "t1", libs = "l2" }},
+  {{ python = "{PY}", ort = "b", torch = "t1", libs = "l2" }},
+  {{ python = "{PY}", ort = "b", torch = "t2", libs = "l2" }},
+]
+[suite.s]
+root = "{SUITES}"
+files = ["verdicts/test_allpass.py"]
+""")
+    names = [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
+    assert names == [f"gpu-{PY}-l1", f"gpu-{PY}-l2-a", f"gpu-{PY}-l2-b-t1", f"gpu-{PY}-l2-b-t2"]
+
+
+def test_product_minus_exclude(tmp_path):
+    (tmp_path / "m.toml").write_text(f"""
+[matrix]
+pythons = ["{PY}", "3.99"]
+suite = "s"
+[ort.a]
+requirement = "onnxruntime"
+[torch.t]
+skip = true
+[libs.l1]
+none = true
+[libs.l2]
+none = true
+[pairing]
+exclude = [{{ python = "3.99", libs = "l2" }}]
+[suite.s]
+root = "{SUITES}"
+files = ["verdicts/test_allpass.py"]
+""")
+    names = [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
+    assert names == [f"gpu-{PY}-l1", f"gpu-{PY}-l2", "gpu-3.99-l1"]
+
+
+def test_listing_tags_and_defaults(harness):
+    harness.write(["test_allpass.py"], modes=["normal", "require_cudnn", "teeth"])
+    listing = harness.nox("-l").output
+    for mode in ("normal", "require_cudnn", "teeth"):
+        assert re.search(rf"- {CELL}-{mode} \[{mode},{PY},cpu,none,x\] -> {mode} mode: python {PY}", listing), listing
+    assert re.search(rf"\* {CELL} \[cells\] -> all modes \(normal, require_cudnn, teeth\)", listing), listing
+    teeth = harness.nox("-l", "-t", "teeth").output
+    assert re.findall(r"^\* (\S+)", teeth, re.M) == [f"{CELL}-teeth"]
+
+
+def test_a_cell_this_host_cannot_run_is_listed_but_not_default(harness, tmp_path):
+    harness.write(["test_allpass.py"], libs=f'cudart = "{tmp_path}/libcudart.so.13"')
+    listing = harness.nox("-l").output
+    assert re.search(rf"- {CELL} \[cells\] .*\[not runnable on this host\]", listing), listing
+
+
+def test_shipped_matrix_lists_the_h200_pairing():
+    matrix = load_matrix(REPO / "matrix.toml")
+    names = [c.name for c in cells_of(matrix)]
+    assert "gpu-3.12-cu130" in names

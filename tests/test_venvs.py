@@ -1,0 +1,67 @@
+"""One venv per pairing: shared by the modes, reused while the fingerprint holds, rebuilt whole."""
+import json
+
+from conftest import CELL, ORT_CPU, PY, SUITES
+
+
+def test_modes_share_one_venv_and_an_unchanged_fingerprint_installs_nothing(harness):
+    harness.write(["test_allpass.py"], modes=["normal", "teeth"], expect="[suite.s.expect.teeth]\nmin_failures = 0\n")
+    first = harness.nox("-s", CELL)
+    a, b = first.result("normal"), first.result("teeth")
+    assert a["venv"]["path"] == b["venv"]["path"] == str(harness.venvs / CELL)
+    assert first.output.count("pip install") <= 1  # built at most once (another test may have built it)
+    second = harness.nox("-s", CELL)
+    assert "reusing venv" in second.output and "pip install" not in second.output
+
+
+def test_a_changed_fingerprint_rebuilds_in_a_fresh_dir(harness, tmp_path):
+    venvs = tmp_path / "own-venvs"
+    harness.venvs = venvs
+    harness.write(["test_allpass.py"])
+    harness.nox("-s", CELL)
+    stamp = venvs / CELL / "ort-matrix-fingerprint.json"
+    before = json.loads(stamp.read_text())["fingerprint"]
+    marker = venvs / CELL / "left-by-old-venv"
+    marker.write_text("x")
+    harness.write(["test_allpass.py"], suite_extra='requirements = ["iniconfig"]')
+    run = harness.nox("-s", CELL)
+    assert "fingerprint of" in run.output and "changed: rebuilding" in run.output
+    after = json.loads(stamp.read_text())["fingerprint"]
+    assert after["suite_requirements"] == ["iniconfig"] and before["suite_requirements"] == []
+    assert not marker.exists()
+    assert run.result("normal")["verdict"] == "pass"
+
+
+def test_a_failed_build_leaves_no_half_venv(harness, tmp_path):
+    venvs = tmp_path / "own-venvs"
+    harness.venvs = venvs
+    harness.write(["test_allpass.py"], ort="onnxruntime==0.0.0.does.not.exist")
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode != 0
+    assert "failed with exit" in run.output and "Traceback" not in run.output
+    assert list(venvs.iterdir()) == []  # no target, no leftover build dir
+    assert not harness.results.exists()
+
+
+def test_fingerprint_records_what_was_asked(harness):
+    harness.write(["test_allpass.py"], matrix_extra="offline = false")
+    fp = harness.nox("-s", CELL).result("normal")["venv"]["fingerprint"]
+    assert fp["ort"] == ORT_CPU and fp["with"] == ["onnx==1.20.1"] and fp["offline"] is False
+    assert fp["torch"] == {"requirement": None, "index_url": None, "environment": None, "skip": True}
+
+
+def test_torch_environment_is_seen_through_a_pth_file(harness, tmp_path):
+    env = tmp_path / "torch-env"
+    site = env / "lib" / f"python{PY}" / "site-packages"
+    (site / "onnxruntime").mkdir(parents=True)
+    (site / "torch_env_probe.py").write_text('WHERE = "torch environment"\n')
+    (site / "onnxruntime" / "__init__.py").write_text("FROM_TORCH_ENV = True\n")
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_torch_env.py"], root=SUITES / "guards",
+                  expect="[suite.s.expect.normal]\nmin_passed = 2\n")
+    path = harness.matrix
+    path.write_text(path.read_text().replace("[torch.none]\nskip = true", f'[torch.none]\nenvironment = "{env}"'))
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    pth = harness.venvs / CELL / "lib" / f"python{PY}" / "site-packages" / "_ort_matrix_torch_env.pth"
+    assert pth.read_text().strip() == str(site)
