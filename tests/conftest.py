@@ -15,6 +15,7 @@ collect_ignore = ["fixtures", "gpu"]  # suites the harness runs, never collected
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "tests" / "fixtures" / "suites"
+CHECKOUT_ROOT = REPO / "tests" / "fixtures" / "ort_checkout"
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 CELL = f"t-{PY}-x"
 ORT_CPU = "onnxruntime==1.32.0"

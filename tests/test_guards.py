@@ -2,9 +2,7 @@
 import os
 import stat
 
-from conftest import CELL, REPO, SUITES
-
-CHECKOUT = REPO / "tests" / "fixtures" / "ort_checkout"
+from conftest import CELL, CHECKOUT_ROOT as CHECKOUT, SUITES
 
 
 def test_checkout_source_dir_does_not_shadow_the_wheel(harness):
