@@ -229,12 +229,14 @@ def _settings(r: _Reader, data: dict) -> Settings:
     prefix = r.str_(m, "matrix", "prefix", "gpu") or "gpu"
     if not re.fullmatch(r"[A-Za-z0-9_.]+", prefix):
         r.bad("matrix.prefix", "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')
+    # MATRIX_WHEELHOUSE / MATRIX_OFFLINE=1 let a host without network run a shipped matrix unedited
+    extra = tuple(p for p in os.environ.get("MATRIX_WHEELHOUSE", "").split(os.pathsep) if p)
     return Settings(
         prefix=prefix,
         pythons=pythons,
         backend=backend,
-        wheelhouse=r.strs(m, "matrix", "wheelhouse"),
-        offline=r.bool_(m, "matrix", "offline"),
+        wheelhouse=r.strs(m, "matrix", "wheelhouse") + extra,
+        offline=r.bool_(m, "matrix", "offline") or os.environ.get("MATRIX_OFFLINE") == "1",
         suite=r.str_(m, "matrix", "suite"),
         modes=modes,
         tools=r.strs(m, "matrix", "tools", DEFAULT_TOOLS),

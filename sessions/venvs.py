@@ -60,8 +60,15 @@ def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict:
     }
 
 
-def _pick_backend(choices: tuple[str, ...]) -> str:
+def venv_name(matrix: Matrix, cell: Cell) -> str:
+    """Named for what is installed: pairings that differ only in libs or suite share one venv."""
+    return f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
+
+
+def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> str:
     for b in choices:
+        if b == "uv" and torch_env:
+            continue  # uv ignores .pth paths, so it would reinstall what the torch environment has (measured)
         if b == "uv" and shutil.which("uv"):
             return b
         if b == "virtualenv":
@@ -72,8 +79,9 @@ def _pick_backend(choices: tuple[str, ...]) -> str:
             return b
         if b == "venv":
             return b
-    raise BuildError(f"none of the venv backends {'|'.join(choices)} is available: "
-                     "pip install uv (or virtualenv), or add venv to matrix.backend")
+    hint = " (uv cannot serve a pairing that reuses a torch environment)" if torch_env else ""
+    raise BuildError(f"none of the venv backends {'|'.join(choices)} is available{hint}: "
+                     "pip install virtualenv (or uv), or add venv to matrix.backend")
 
 
 def _run(cmd: list[str], log: Callable[[str], None]) -> None:
@@ -92,7 +100,7 @@ def _index_args(matrix: Matrix, r: Resolved) -> list[str]:
 
 
 def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
-    backend = _pick_backend(matrix.settings.backend)
+    backend = _pick_backend(matrix.settings.backend, bool(r.torch_site))
     py = where / "bin" / "python"
     if backend == "uv":
         _run(["uv", "venv", "--quiet", "--python", r.interpreter, str(where)], log)
@@ -103,6 +111,11 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
         else:
             _run([r.interpreter, "-m", "venv", str(where)], log)
         pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    if r.torch_site:
+        # before installing, so pip counts the environment's numpy, protobuf, ... as installed
+        site = site_packages(where, cell.python)
+        site.mkdir(parents=True, exist_ok=True)
+        (site / TORCH_PTH).write_text(r.torch_site + "\n")
     index = _index_args(matrix, r)
     t = cell.torch
     if t.requirement:
@@ -119,7 +132,7 @@ def site_packages(venv: Path, python: str) -> Path:
 def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], None] = print) -> Venv:
     """Reuse the cell's venv when its fingerprint matches, else build a new one in full."""
     root = venvs_dir(matrix)
-    target = root / cell.name
+    target = root / venv_name(matrix, cell)
     fp = fingerprint(matrix, cell, r)
     stamp = target / FINGERPRINT
     if stamp.is_file() and (target / "bin" / "python").exists():
@@ -131,12 +144,9 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
             pass
         log(f"fingerprint of {target} changed: rebuilding")
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{cell.name}.build.", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.build.", dir=root))
     try:
         backend = _build(matrix, cell, r, tmp, log)
-        site = site_packages(tmp, cell.python)
-        if r.torch_site:
-            (site / TORCH_PTH).write_text(r.torch_site + "\n")
         write_json(tmp / FINGERPRINT, {"fingerprint": fp, "backend": backend})
         os.chmod(tmp, 0o755)
         swap_dir(tmp, target)

@@ -18,6 +18,7 @@ SUITES = REPO / "tests" / "fixtures" / "suites"
 CHECKOUT_ROOT = REPO / "tests" / "fixtures" / "ort_checkout"
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 CELL = f"t-{PY}-x"
+VENV = f"t-{PY}-cpu-none"  # venvs are named for what they install
 ORT_CPU = "onnxruntime==1.32.0"
 
 MATRIX = """\

@@ -1,4 +1,5 @@
 """matrix.toml: validation before anything is built, session names, listing and tags."""
+import json
 import re
 
 import pytest
@@ -143,3 +144,13 @@ def test_shipped_matrix_lists_the_h200_pairing():
     matrix = load_matrix(REPO / "matrix.toml")
     names = [c.name for c in cells_of(matrix)]
     assert "gpu-3.12-cu130" in names
+
+
+def test_shipped_cpu_pairing_runs_the_builtin_suite_on_cpu(harness):
+    """The default matrix's smoke pairing: GPU tests skip with a reason, CPU value tests pass."""
+    harness.matrix = REPO / "matrix.toml"
+    run = harness.nox("-s", f"gpu-{PY}-cpu")
+    r = json.loads((harness.results / f"gpu-{PY}-cpu-normal.json").read_text())
+    assert r["verdict"] == "pass", (r["reasons"], run.output[-2000:])
+    assert r["counts"]["passed"] == 5 and r["counts"]["failed"] == 0
+    assert r["provenance"]["ort"]["version"] == "1.32.0"

@@ -1,14 +1,18 @@
 """One venv per pairing: shared by the modes, reused while the fingerprint holds, rebuilt whole."""
 import json
+import subprocess
+import sys
 
-from conftest import CELL, ORT_CPU, PY, SUITES
+import pytest
+
+from conftest import CELL, ORT_CPU, PY, SUITES, VENV
 
 
 def test_modes_share_one_venv_and_an_unchanged_fingerprint_installs_nothing(harness):
     harness.write(["test_allpass.py"], modes=["normal", "teeth"], expect="[suite.s.expect.teeth]\nmin_failures = 0\n")
     first = harness.nox("-s", CELL)
     a, b = first.result("normal"), first.result("teeth")
-    assert a["venv"]["path"] == b["venv"]["path"] == str(harness.venvs / CELL)
+    assert a["venv"]["path"] == b["venv"]["path"] == str(harness.venvs / VENV)
     assert first.output.count("pip install") <= 1  # built at most once (another test may have built it)
     second = harness.nox("-s", CELL)
     assert "reusing venv" in second.output and "pip install" not in second.output
@@ -19,9 +23,9 @@ def test_a_changed_fingerprint_rebuilds_in_a_fresh_dir(harness, tmp_path):
     harness.venvs = venvs
     harness.write(["test_allpass.py"])
     harness.nox("-s", CELL)
-    stamp = venvs / CELL / "ort-matrix-fingerprint.json"
+    stamp = venvs / VENV / "ort-matrix-fingerprint.json"
     before = json.loads(stamp.read_text())["fingerprint"]
-    marker = venvs / CELL / "left-by-old-venv"
+    marker = venvs / VENV / "left-by-old-venv"
     marker.write_text("x")
     harness.write(["test_allpass.py"], suite_extra='requirements = ["iniconfig"]')
     run = harness.nox("-s", CELL)
@@ -63,5 +67,44 @@ def test_torch_environment_is_seen_through_a_pth_file(harness, tmp_path):
     path.write_text(path.read_text().replace("[torch.none]\nskip = true", f'[torch.none]\nenvironment = "{env}"'))
     r = harness.nox("-s", CELL).result("normal")
     assert r["verdict"] == "pass", r["reasons"]
-    pth = harness.venvs / CELL / "lib" / f"python{PY}" / "site-packages" / "_ort_matrix_torch_env.pth"
+    pth = harness.venvs / VENV / "lib" / f"python{PY}" / "site-packages" / "_ort_matrix_torch_env.pth"
     assert pth.read_text().strip() == str(site)
+
+
+def test_pairings_that_differ_only_in_libs_share_one_venv(harness, fake_libs):
+    harness.write(["test_allpass.py"])
+    text = harness.matrix.read_text().replace("[libs.x]\nnone = true", f'[libs.x]\nnone = true\n[libs.y]\ncudnn = "{fake_libs["cudnn"]}"')
+    harness.matrix.write_text(text)
+    run = harness.nox("-s", CELL, f"t-{PY}-y")
+    assert run.proc.returncode == 0, run.output[-2000:]
+    x = json.loads((harness.results / f"{CELL}-normal.json").read_text())
+    y = json.loads((harness.results / f"t-{PY}-y-normal.json").read_text())
+    assert x["venv"]["path"] == y["venv"]["path"] == str(harness.venvs / VENV)
+    assert x["env"]["LD_PRELOAD"] == "" and y["env"]["LD_PRELOAD"] == str(fake_libs["cudnn"])
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory):
+    """Every wheel the test venv needs, fetched once, so installs can run with --no-index."""
+    d = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
+                    ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
+    return d
+
+
+def test_offline_installs_only_from_the_wheelhouse(harness, tmp_path, wheelhouse):
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_allpass.py"], matrix_extra=f'offline = true\nwheelhouse = ["{wheelhouse}"]')
+    run = harness.nox("-s", CELL)
+    assert f"--no-index --find-links {wheelhouse}" in run.output
+    assert run.result("normal")["verdict"] == "pass"
+
+
+def test_offline_without_the_wheels_fails_instead_of_reaching_an_index(harness, tmp_path):
+    harness.venvs = tmp_path / "own-venvs"
+    (tmp_path / "empty").mkdir()
+    harness.write(["test_allpass.py"], matrix_extra="offline = true")
+    run = harness.nox("-s", CELL, env={"MATRIX_WHEELHOUSE": str(tmp_path / "empty")})
+    assert run.proc.returncode != 0 and "failed with exit" in run.output
+    assert f"--no-index --find-links {tmp_path / 'empty'}" in run.output
+    assert not (tmp_path / "own-venvs").exists() or list((tmp_path / "own-venvs").iterdir()) == []

@@ -26,6 +26,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+try:  # imported first, as ORT's transformers tests do: its bundled cuDNN is what can shadow ORT's
+    import torch
+except ImportError:
+    torch = None
+
 CUDNN = "CUDNN_FLASH_ATTENTION"
 CUDA = "CUDAExecutionProvider"
 _ASSERT = unittest.TestCase()  # assertEqual's message is the canary's message
@@ -186,6 +191,14 @@ def test_mha_contrib_values_cpu():
     out, _ = run_observed(mha_model(heads, head, "fp32"), {"q": flat(q), "k": flat(k), "v": flat(v)},
                           "CPUExecutionProvider")
     np.testing.assert_allclose(out, flat(reference(q, k, v, np.array([KV_LEN, KV_LEN]))), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(torch is None, reason="this pairing has no torch")
+def test_torch_shares_the_process():
+    """torch and ORT in one process, as in ORT's transformers tests; the audit reports whose cuDNN serves."""
+    if torch.cuda.is_available():
+        x = torch.ones(2, 8, 16, 16, device="cuda")
+        assert torch.nn.functional.conv2d(x, torch.ones(4, 8, 3, 3, device="cuda")).shape == (2, 4, 14, 14)
 
 
 def test_onnx_fits_this_ort():
