@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import glob
 import importlib.abc
 import importlib.metadata
 import json
@@ -259,6 +260,20 @@ def _mapped() -> list[str]:
     return sorted(set(found))
 
 
+def _file_version(path: str) -> str | None:
+    """The version a file was shipped as: from its name, or from the pip dist that owns it (torch's copy)."""
+    named = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", path)
+    if named:
+        return named.group(1)
+    head, sep, _ = path.partition("/site-packages/")
+    for meta in sorted(glob.glob(f"{head}{sep}nvidia_cudnn*.dist-info/METADATA")) if sep else ():
+        with open(meta) as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    return None
+
+
 def audit() -> dict[str, Any]:
     mapped = _mapped()
     wanted = re.compile(r"/lib(cudart|cudnn[a-z_]*|cublas[A-Za-z]*|onnxruntime_providers_cuda)\.so")
@@ -270,12 +285,14 @@ def audit() -> dict[str, Any]:
     copies = []
     for path in mapped:
         if re.search(r"/libcudnn\.so(\.[0-9]+)*$", path):
+            entry: dict[str, Any] = {"file": path, "file_version": _file_version(path), "reports": None}
             try:
                 fn = ctypes.CDLL(path).cudnnGetVersion
                 fn.restype = ctypes.c_size_t
-                copies.append({"file": path, "version": int(fn())})
+                entry["reports"] = int(fn())  # a cuDNN 9 shim forwards to whichever sub-libraries are loaded
             except (OSError, AttributeError):
-                copies.append({"file": path, "version": None})
+                pass
+            copies.append(entry)
     return {
         "pid": os.getpid(),
         "mapped": [p for p in mapped if wanted.search(p)],
@@ -296,10 +313,10 @@ def _constants(path: Any) -> dict[str, Any]:
         return {}
     out = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    out[t.id] = node.value.value
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Constant):
+            out.update({t.id: value.value for t in targets if isinstance(t, ast.Name)})
     return out
 
 

@@ -118,7 +118,7 @@ def library_audit(report: dict | None, preload: tuple[str, ...], venv: str) -> t
                            "(a source dir shadows the wheel)")
         copies = a.get("cudnn_copies", [])
         if len({c["file"] for c in copies}) > 1:
-            listed = ", ".join(f"{c['file']} ({c['version']})" for c in copies)
+            listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
             warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
     summary = {"pinned": pinned, "audits": audits}
     return summary, sorted(set(reasons)), sorted(set(warnings))

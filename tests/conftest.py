@@ -123,8 +123,15 @@ def build_so(out: Path, soname: str, source: str) -> Path:
 def fake_libs(tmp_path_factory) -> dict[str, Path]:
     """Stand-ins for the system CUDA runtime and cuDNN, and for torch's bundled cuDNN."""
     d = tmp_path_factory.mktemp("libs")
+    real = build_so(d / "system" / "libcudnn.so.9.14.0", "libcudnn.so.9", FAKE_CUDNN % 91400)
+    (d / "system" / "libcudnn.so.9").symlink_to(real.name)  # as a distro lays it out
+    site = d / "torch-env" / "site-packages"
+    torch_cudnn = build_so(site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91900)
+    (site / "nvidia_cudnn_cu13-9.19.0.dist-info").mkdir()
+    (site / "nvidia_cudnn_cu13-9.19.0.dist-info" / "METADATA").write_text("Name: nvidia-cudnn-cu13\nVersion: 9.19.0\n")
     return {
         "cudart": build_so(d / "system" / "libcudart.so.13", "libcudart.so.13", FAKE_CUDART % 13000),
-        "cudnn": build_so(d / "system" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91400),
-        "torch_cudnn": build_so(d / "torch" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91900),
+        "cudnn": d / "system" / "libcudnn.so.9",
+        "cudnn_real": real,
+        "torch_cudnn": torch_cudnn,
     }

@@ -13,13 +13,15 @@ def test_pinned_cudnn_wins_and_torchs_copy_is_a_warning(harness, fake_libs):
     r = _run(harness, f'cudart = "{fake_libs["cudart"]}"\ncudnn = "{fake_libs["cudnn"]}"', fake_libs)
     assert r["verdict"] == "pass", r["reasons"]
     (audit,) = r["libraries"]["audits"]
-    assert audit["by_name"]["cudnn"] == {"soname": "libcudnn.so.9", "file": str(fake_libs["cudnn"]), "version": 91400}
+    assert r["env"]["LD_PRELOAD"].endswith(str(fake_libs["cudnn_real"]))  # the real path, not the symlink
+    assert audit["by_name"]["cudnn"] == {"soname": "libcudnn.so.9", "file": str(fake_libs["cudnn_real"]), "version": 91400}
     assert audit["by_name"]["cudart"]["file"] == str(fake_libs["cudart"])
     assert audit["by_name"]["cudart"]["version"] == 13000
-    assert {c["file"]: c["version"] for c in audit["cudnn_copies"]} == {
-        str(fake_libs["cudnn"]): 91400, str(fake_libs["torch_cudnn"]): 91900}
+    assert {c["file"]: c["file_version"] for c in audit["cudnn_copies"]} == {
+        str(fake_libs["cudnn_real"]): "9.14.0", str(fake_libs["torch_cudnn"]): "9.19.0"}
     (warning,) = r["warnings"]
-    assert "2 copies of cuDNN mapped" in warning and "(91900)" in warning and "(91400)" in warning
+    assert warning == (f"2 copies of cuDNN mapped in one test process: {fake_libs['cudnn_real']} (9.14.0), "
+                       f"{fake_libs['torch_cudnn']} (9.19.0)")
 
 
 def test_without_a_pin_torchs_copy_serves_by_name(harness, fake_libs):

@@ -44,7 +44,7 @@ def test_pinned_libraries_are_mapped_in_the_test_process(harness, fake_libs):
     r = run.result("normal")
     assert r["verdict"] == "pass", r["reasons"]
     assert r["counts"]["passed"] == 1
-    assert r["env"]["LD_PRELOAD"] == f"{fake_libs['cudart']}:{fake_libs['cudnn']}"
+    assert r["env"]["LD_PRELOAD"] == f"{fake_libs['cudart']}:{fake_libs['cudnn_real']}"
     assert r["env"]["LD_LIBRARY_PATH"] == str(fake_libs["cudart"].parent)
 
 

@@ -9,14 +9,15 @@ python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualen
 export MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs PYTHONUNBUFFERED=1
 RES=/root/matrix-results; rm -rf "$RES"; mkdir -p "$RES/variants"
 
-variant() {  # variant NAME REGEX REPLACEMENT: the shipped matrix with one edit, kept beside the results
-  python3 - "$RES/variants/$1.toml" "$2" "$3" <<'PY'
+variant() {  # variant NAME REGEX REPLACEMENT: the shipped matrix with one edit, beside it (relative roots hold)
+  python3 - "matrix-$1.toml" "$2" "$3" <<'PY'
 import re, sys
 out, pattern, new = sys.argv[1:]
 text, n = re.subn(pattern, new, open("matrix.toml").read(), count=1, flags=re.S)
 assert n == 1, f"matrix.toml no longer matches {pattern!r}"
 open(out, "w").write(text)
 PY
+  cp "matrix-$1.toml" "$RES/variants/"
 }
 
 {
@@ -28,11 +29,11 @@ PY
   echo "## 2. toothless detection: the known_toothless declaration removed"
   variant undeclared-toothless 'known_toothless = \[.*?\n\]\n' ''
   cp -r "$RES/main" "$RES/toothless"
-  MATRIX_TOML=$RES/variants/undeclared-toothless.toml MATRIX_RESULTS=$RES/toothless python3 -m nox -s gpu-3.12-cu130-teeth
+  MATRIX_TOML=matrix-undeclared-toothless.toml MATRIX_RESULTS=$RES/toothless python3 -m nox -s gpu-3.12-cu130-teeth
   echo "nox exit: $? (expected non-zero)"
   echo "## 3. the guard's own teeth: MATH forced through suite.provider_options, require_cudnn must fail"
   variant forced-math '\[suite\.dispatch\]\n' '[suite.dispatch]\nprovider_options = { sdpa_kernel = "16" }\n'
-  MATRIX_TOML=$RES/variants/forced-math.toml MATRIX_RESULTS=$RES/forced-math python3 -m nox -s gpu-3.12-cu130-require_cudnn
+  MATRIX_TOML=matrix-forced-math.toml MATRIX_RESULTS=$RES/forced-math python3 -m nox -s gpu-3.12-cu130-require_cudnn
   echo "nox exit: $? (expected non-zero)"
 } 2>&1 | tee "$OUT/h200.log"
 tar czf "$OUT/results.tgz" -C "$RES" .
