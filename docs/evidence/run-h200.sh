@@ -35,5 +35,7 @@ PY
   variant forced-math '\[suite\.dispatch\]\n' '[suite.dispatch]\nprovider_options = { sdpa_kernel = "16" }\n'
   MATRIX_TOML=matrix-forced-math.toml MATRIX_RESULTS=$RES/forced-math python3 -m nox -s gpu-3.12-cu130-require_cudnn
   echo "nox exit: $? (expected non-zero)"
+  echo "## 4. the census under pytest-xdist: require_cudnn again with -n 4 (posargs reach pytest)"
+  MATRIX_RESULTS=$RES/xdist python3 -m nox -s gpu-3.12-cu130-require_cudnn -- -n 4; echo "nox exit: $?"
 } 2>&1 | tee "$OUT/h200.log"
 tar czf "$OUT/results.tgz" -C "$RES" .
