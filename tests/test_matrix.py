@@ -69,58 +69,25 @@ def test_unset_variable_in_a_path_is_named(harness, tmp_path):
     assert "suite.s.root: uses ${ORT_MATRIX_TEST_UNSET}, which is not set" in run.output
 
 
+def _names_of(tmp_path, pythons, orts, torches, libs, pairing):
+    """Session names of a matrix made of ids alone: every ORT and torch is a placeholder."""
+    tables = [f'[ort.{o}]\nrequirement = "onnxruntime"' for o in orts]
+    tables += [f"[torch.{t}]\nskip = true" for t in torches] + [f"[libs.{lib}]\nnone = true" for lib in libs]
+    (tmp_path / "m.toml").write_text("\n".join([
+        f"[matrix]\npythons = {json.dumps(pythons)}\nsuite = \"s\"", *tables, "[pairing]", pairing,
+        f'[suite.s]\nroot = "{SUITES}"\nfiles = ["verdicts/test_allpass.py"]']))
+    return [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
+
+
 def test_names_grow_only_where_they_collide(tmp_path):
-    (tmp_path / "m.toml").write_text(f"""
-[matrix]
-pythons = ["{PY}"]
-suite = "s"
-[ort.a]
-requirement = "onnxruntime"
-[ort.b]
-requirement = "onnxruntime"
-[torch.t1]
-skip = true
-[torch.t2]
-skip = true
-[libs.l1]
-none = true
-[libs.l2]
-none = true
-[pairing]
-include = [
-  {{ python = "{PY}", ort = "a", torch = "t1", libs = "l1" }},
-  {{ python = "{PY}", ort = "a", torch = "t1", libs = "l2" }},
-  {{ python = "{PY}", ort = "b", torch = "t1", libs = "l2" }},
-  {{ python = "{PY}", ort = "b", torch = "t2", libs = "l2" }},
-]
-[suite.s]
-root = "{SUITES}"
-files = ["verdicts/test_allpass.py"]
-""")
-    names = [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
+    entries = [("a", "t1", "l1"), ("a", "t1", "l2"), ("b", "t1", "l2"), ("b", "t2", "l2")]
+    include = ", ".join(f'{{ python = "{PY}", ort = "{o}", torch = "{t}", libs = "{lib}" }}' for o, t, lib in entries)
+    names = _names_of(tmp_path, [PY], ["a", "b"], ["t1", "t2"], ["l1", "l2"], f"include = [{include}]")
     assert names == [f"gpu-{PY}-l1", f"gpu-{PY}-l2-a", f"gpu-{PY}-l2-b-t1", f"gpu-{PY}-l2-b-t2"]
 
 
 def test_product_minus_exclude(tmp_path):
-    (tmp_path / "m.toml").write_text(f"""
-[matrix]
-pythons = ["{PY}", "3.99"]
-suite = "s"
-[ort.a]
-requirement = "onnxruntime"
-[torch.t]
-skip = true
-[libs.l1]
-none = true
-[libs.l2]
-none = true
-[pairing]
-exclude = [{{ python = "3.99", libs = "l2" }}]
-[suite.s]
-root = "{SUITES}"
-files = ["verdicts/test_allpass.py"]
-""")
-    names = [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
+    names = _names_of(tmp_path, [PY, "3.99"], ["a"], ["t"], ["l1", "l2"], 'exclude = [{ python = "3.99", libs = "l2" }]')
     assert names == [f"gpu-{PY}-l1", f"gpu-{PY}-l2", "gpu-3.99-l1"]
 
 

@@ -77,3 +77,11 @@ def test_teeth_needs_the_exact_message(harness):
     r = harness.run(["test_canary.py"], root=SUITES / "canary", modes=["teeth"], expect=expect).result("teeth")
     assert r["verdict"] == "fail"
     assert any("0 test(s) failed with exactly" in x for x in r["reasons"])
+
+
+def test_too_many_warnings_is_reported_for_what_it_is(harness):
+    """Everything passed, but pytest >= 9.1 exits 6 over --max-warnings: that is a failure of its own."""
+    r = harness.run(["test_warns.py"], suite_extra='pytest_args = ["--max-warnings=0"]').result("normal")
+    assert r["counts"]["passed"] == 1 and r["pytest_exit_code"] == 6
+    assert r["verdict"] == "fail"
+    assert r["reasons"] == ["pytest failed the run for too many warnings (exit 6, pytest >= 9.1)"]
