@@ -4,7 +4,8 @@ It is copied into the venv's site-packages as a standalone module (it must not
 import the harness). It does four things, none of which edit the tests:
 
 * forces CUDA EP provider options (teeth: sdpa_kernel=16) into every
-  InferenceSession, whatever form the providers were given in;
+  InferenceSession and every set_providers call, whatever form the providers
+  were given in;
 * records, per test, the `SdpaKernel=<TIER>` tokens ORT prints on native fd 1,
   by tapping fd 1 around InferenceSession.run, even when a test captures fd 1
   itself (the test still sees its bytes);
@@ -70,15 +71,16 @@ def inject_options(providers: Any, provider_options: Any, forced: dict[str, str]
     return out, None
 
 
-def _patch_init(cls: type, forced: dict[str, str]) -> None:
+def _patch_providers(cls: type, name: str, forced: dict[str, str]) -> None:
+    """Wrap a method that takes providers (__init__, set_providers) so `forced` reaches the CUDA EP."""
     import inspect
 
-    original = cls.__init__
+    original = getattr(cls, name)
     if getattr(original, "_ort_matrix", False):
         return
     signature = inspect.signature(original)
 
-    def __init__(self, *args, **kwargs):  # noqa: N807 - replaces a dunder
+    def wrapper(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
         providers = bound.arguments.get("providers")
         options = bound.arguments.get("provider_options")
@@ -86,13 +88,14 @@ def _patch_init(cls: type, forced: dict[str, str]) -> None:
         if new_providers is not providers:
             bound.arguments["providers"] = new_providers
             bound.arguments["provider_options"] = new_options
-            INJECTIONS.append({"test": _current, "given": {"providers": providers, "provider_options": options},
+            INJECTIONS.append({"test": _current, "via": name, "given": {"providers": providers, "provider_options": options},
                                "passed": {"providers": new_providers, "provider_options": new_options}})
             _injected[_current] = _injected.get(_current, 0) + 1
         return original(*bound.args, **bound.kwargs)
 
-    __init__._ort_matrix = True  # type: ignore[attr-defined]
-    cls.__init__ = __init__
+    wrapper._ort_matrix = True  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(cls, name, wrapper)
 
 
 # ---- native fd 1 tap ---------------------------------------------------------------------
@@ -180,7 +183,9 @@ def _tapped(method):
 def _patch_module(module: Any) -> None:
     forced = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
     if forced:
-        _patch_init(module.InferenceSession, {k: str(v) for k, v in forced.items()})
+        forced = {k: str(v) for k, v in forced.items()}
+        _patch_providers(module.InferenceSession, "__init__", forced)
+        _patch_providers(module.InferenceSession, "set_providers", forced)
     cls = getattr(module, "Session", module.InferenceSession)
     for name in ("run", "run_with_iobinding"):
         method = getattr(cls, name, None)

@@ -52,10 +52,10 @@ def test_sdpa_kernel_injection_reaches_every_provider_form(harness):
     """The documented knob forces sdpa_kernel=16 in normal mode, exactly as teeth does."""
     run = harness.run(["test_guards.py"], root=SUITES / "guards",
                       suite_extra='pytest_args = ["-k", "injection"]\nprovider_options = { sdpa_kernel = "16" }',
-                      expect="[suite.s.expect.normal]\nmin_passed = 4\n")
+                      expect="[suite.s.expect.normal]\nmin_passed = 5\n")
     r = run.result("normal")
     assert r["verdict"] == "pass", (r["reasons"], run.output[-3000:])
-    assert r["counts"]["passed"] == 4
+    assert r["counts"]["passed"] == 5
 
 
 def test_inherited_environment_does_not_leak_into_the_test_process(harness, tmp_path):
