@@ -67,3 +67,20 @@ def test_inherited_environment_does_not_leak_into_the_test_process(harness, tmp_
     assert r["verdict"] == "pass", r["reasons"]
     assert r["env"]["PYTHONPATH"] == str(SUITES)
     assert run.proc.returncode == 0 and CELL in run.output
+
+
+def test_libs_found_by_search_are_pinned_by_real_path(harness, fake_libs, tmp_path):
+    libs = f'search = ["{tmp_path}/empty", "{fake_libs["cudnn"].parent}"]'
+    (tmp_path / "empty").mkdir()
+    r = harness.run(["test_guards.py"], root=SUITES / "guards", libs=libs,
+                    suite_extra='pytest_args = ["-k", "mapped"]').result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    assert r["env"]["LD_PRELOAD"] == f"{fake_libs['cudart']}:{fake_libs['cudnn_real']}"
+
+
+def test_search_that_finds_nothing_names_the_key(harness, tmp_path):
+    harness.write(["test_allpass.py"], libs=f'search = ["{tmp_path}"]')
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode != 0
+    assert f"libs.x.search: no libcudart.so.* in ['{tmp_path}']" in run.output
+    assert f"libs.x.search: no libcudnn.so.9 in ['{tmp_path}']" in run.output

@@ -108,3 +108,17 @@ def test_offline_without_the_wheels_fails_instead_of_reaching_an_index(harness, 
     assert run.proc.returncode != 0 and "failed with exit" in run.output
     assert f"--no-index --find-links {tmp_path / 'empty'}" in run.output
     assert not (tmp_path / "own-venvs").exists() or list((tmp_path / "own-venvs").iterdir()) == []
+
+
+def test_a_local_wheel_is_installed_and_its_sha256_recorded(harness, tmp_path, wheelhouse):
+    import hashlib
+
+    (wheel,) = wheelhouse.glob("onnxruntime-*.whl")
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_allpass.py"])
+    harness.matrix.write_text(harness.matrix.read_text().replace(f'requirement = "{ORT_CPU}"', f'wheel = "{wheel}"'))
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert r["provenance"]["ort_wheel_sha256"] == sha == r["venv"]["fingerprint"]["ort_sha256"]
+    assert r["provenance"]["ort"]["version"] == "1.32.0"
