@@ -30,6 +30,7 @@ def build(session: str, mode: str, cell: Cell, r: Resolved, venv: Venv, outcome:
         "started": datetime.fromtimestamp(outcome.started, timezone.utc).isoformat(timespec="seconds"),
         "duration_s": outcome.duration_s,
         "env": outcome.env,
+        "command": outcome.command,
         "workdir": str(outcome.workdir),
         "log": kept.get("log"),
         "junit": kept.get("junit"),

@@ -45,13 +45,19 @@ class RunOutcome:
 
 def mode_env(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
     """The full environment of the test process, and the part of it the result records."""
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("ORT_MATRIX_")}
-    lib_dirs = list(dict.fromkeys(os.path.dirname(p) for p in r.preload))
-    applied = {"LD_PRELOAD": ":".join(r.preload), "LD_LIBRARY_PATH": ":".join(lib_dirs),
-               "PYTHONPATH": ":".join(r.pythonpath)}
     options = dict(cell.suite.provider_options)
     if mode == "teeth":
         options["sdpa_kernel"] = MATH_ONLY
+    applied = {
+        "LD_PRELOAD": ":".join(r.preload),
+        "LD_LIBRARY_PATH": ":".join(dict.fromkeys(os.path.dirname(p) for p in r.preload)),
+        "PYTHONPATH": ":".join(r.pythonpath),
+        "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
+        "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
+        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode in ("require_cudnn", "teeth") else {}),
+        **cell.suite.env,
+    }
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("ORT_MATRIX_")}
     env.update({k: v for k, v in applied.items() if v})
     env.update({
         "PATH": f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}",
@@ -59,16 +65,8 @@ def mode_env(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path) -> t
         "PYTHONSAFEPATH": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
         "ORT_MATRIX_REPORT": str(workdir / "report.json"),
-        "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
     })
-    if mode in ("require_cudnn", "teeth"):
-        env["ORT_TEST_REQUIRE_CUDNN_SDPA"] = "1"
-    env.update(cell.suite.env)
-    applied.update({k: env[k] for k in ("ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO", "ORT_MATRIX_CUDA_OPTIONS")})
-    applied.update({k: env[k] for k in ("ORT_TEST_REQUIRE_CUDNN_SDPA",) if k in env})
-    applied.update(cell.suite.env)
     return env, applied
 
 
