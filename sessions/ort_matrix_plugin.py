@@ -389,20 +389,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     entry = state["tests"].setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
     entry["duration_s"] = round(entry["duration_s"] + getattr(report, "duration", 0.0), 4)
     wasxfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if report.passed:
-            entry["outcome"] = "xpassed" if wasxfail else "passed"
-        elif report.failed:
-            entry["outcome"], entry["message"] = "failed", _message(report)
-        else:
-            entry["outcome"] = "xfailed" if wasxfail else "skipped"
-            entry["message"] = str(report.wasxfail) if wasxfail else _message(report)
-    elif report.when == "setup" and not report.passed:
-        if report.failed:
-            entry["outcome"], entry["message"] = "error", _message(report)
-        else:
-            entry["outcome"] = "xfailed" if wasxfail else "skipped"
-            entry["message"] = str(report.wasxfail) if wasxfail else _message(report)
+    if report.when in ("setup", "call") and report.skipped:
+        entry["outcome"] = "xfailed" if wasxfail else "skipped"
+        entry["message"] = str(report.wasxfail) if wasxfail else _message(report)
+    elif report.when in ("setup", "call") and report.failed:
+        entry["outcome"] = "failed" if report.when == "call" else "error"
+        entry["message"] = _message(report)
+    elif report.when == "call":
+        entry["outcome"] = "xpassed" if wasxfail else "passed"
     elif report.when == "teardown":
         if report.failed:
             entry["teardown_error"] = _message(report)

@@ -85,3 +85,12 @@ def test_too_many_warnings_is_reported_for_what_it_is(harness):
     assert r["counts"]["passed"] == 1 and r["pytest_exit_code"] == 6
     assert r["verdict"] == "fail"
     assert r["reasons"] == ["pytest failed the run for too many warnings (exit 6, pytest >= 9.1)"]
+
+
+def test_xfail_and_xpass_are_counted_and_a_strict_xpass_fails(harness):
+    r = harness.run(["test_xfail.py"]).result("normal")
+    c = r["counts"]
+    assert (c["passed"], c["xfailed"], c["xpassed"], c["failed"]) == (1, 1, 1, 1)
+    assert r["verdict"] == "fail"
+    (reason,) = r["reasons"]
+    assert "test_strict_but_passes failed: [XPASS(strict)] must keep failing" in reason
