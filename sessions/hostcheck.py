@@ -79,8 +79,15 @@ def find_interpreter(version: str) -> str | None:
 
 
 def sha256_of(path: Path) -> str:
+    """Hashed once per file version: nox -l resolves every cell, and a GPU wheel is 256 MB."""
+    st = path.stat()
+    return _sha256(str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=None)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as f:
+    with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
