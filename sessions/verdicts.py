@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .matrix import Expect, Rule
@@ -42,7 +42,6 @@ class Verdict:
     dispatch: dict[str, Any]
     libraries: dict[str, Any]
     teeth_coverage: dict[str, Any] | None = None
-    tests: list[TestResult] = field(default_factory=list)
 
 
 def tests_of(report: dict | None) -> list[TestResult]:
@@ -194,4 +193,4 @@ def judge(mode: str, expect: Expect, exit_code: int, report: dict | None, preloa
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
     warnings += lib_warnings
-    return Verdict("fail" if reasons else "pass", reasons, warnings, counts, census(tests), libraries, coverage, tests)
+    return Verdict("fail" if reasons else "pass", reasons, warnings, counts, census(tests), libraries, coverage)
