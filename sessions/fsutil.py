@@ -6,16 +6,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename over it: readers see old or new, never half."""
+def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
+    """Fill a temp file beside the target, then rename over it: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -25,21 +25,20 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def write_atomic(path: Path, text: str) -> None:
+    _replace_atomic(path, lambda f: f.write(text.encode()))
+
+
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def copy_atomic(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    def fill(f: IO[bytes]) -> None:
+        with open(src, "rb") as source:
+            shutil.copyfileobj(source, f)
+
+    _replace_atomic(dst, fill)
 
 
 def private_dir(prefix: str) -> Path:

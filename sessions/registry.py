@@ -20,12 +20,12 @@ from .harness import run_cell
 def _body(matrix: Matrix, cell: Cell, modes: tuple[str, ...], print_table: bool) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
         try:
-            outcome = run_cell(matrix, cell, modes, session.posargs, log=session.log, echo=print)
+            written = run_cell(matrix, cell, modes, session.posargs, log=session.log, echo=print)
         except (MatrixError, BuildError) as exc:
             session.error(str(exc))
-        failed = [r["session"] for r in outcome if r["verdict"] != "pass"]
+        failed = [r["session"] for r in written if r["verdict"] != "pass"]
         if print_table:
-            print(table.render(cell.name, outcome))
+            print(table.render(cell.name, written))
         if failed:
             session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.results_dir})")
     return session_body
