@@ -6,15 +6,17 @@
     nox                     every pairing this host can run
 
 MATRIX_TOML picks another matrix file; MATRIX_RESULTS another results dir.
+The sessions are defined in sessions/, the engine lives in ort_gpu_matrix/.
 """
 import sys
 from pathlib import Path
 
 import nox
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-from sessions.registry import register  # noqa: E402
+import sessions  # noqa: E402
 
 nox.options.error_on_external_run = True
-register(nox)
+sessions.register(nox, HERE / "matrix.toml")

@@ -1,6 +1,17 @@
-"""ort-gpu-matrix: the harness behind noxfile.py.
+"""nox session definitions only: each module turns engine calls into sessions.
 
-Data flows one way: matrix (matrix.py) -> cells (cells.py) -> sessions
-(registry.py) -> runs (runner.py) -> verdicts (verdicts.py) -> results
-(results.py, table.py).
+    cells.py   one session per cell (all its modes, then a table) and one per cell and mode
+
+The engine (ort_gpu_matrix) never imports nox; these modules are the only ones that touch it.
 """
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import cells
+
+
+def register(nox: Any, default_matrix: Path) -> None:
+    """Register every session; called by the noxfile with the matrix.toml beside it."""
+    cells.register(nox, default_matrix)

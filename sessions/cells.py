@@ -1,58 +1,67 @@
-"""Pairings become cells: one venv, one session name, one session per mode."""
+"""Cell sessions (`gpu-3.12-cu130`: every mode, then a table) and mode sessions (`gpu-3.12-cu130-teeth`).
+
+A bad matrix prints every problem with its file, key and fix, and exits 2
+before nox lists or runs anything.
+"""
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
+import sys
+from pathlib import Path
+from typing import Any, Callable
 
-from .errors import MatrixError, Problem
-from .matrix import Libs, Matrix, Ort, Pairing, Suite, Torch
-
-
-@dataclass(frozen=True)
-class Cell:
-    name: str
-    python: str
-    ort: Ort
-    torch: Torch
-    libs: Libs
-    suite: Suite
-    modes: tuple[str, ...]
-    key: str  # where the pairing was declared, for error messages
-
-    def mode_session(self, mode: str) -> str:
-        return f"{self.name}-{mode}"
-
-    @property
-    def ids(self) -> dict[str, str]:
-        return {"python": self.python, "ort": self.ort.id, "torch": self.torch.id, "libs": self.libs.id}
+from ort_gpu_matrix.cells import Cell, cells_of
+from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.config.model import Matrix
+from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.harness import run_cell
+from ort_gpu_matrix.host import Resolved, check
+from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.render import table
+from ort_gpu_matrix.results import Result
+from ort_gpu_matrix.venvs import BuildError
 
 
-def _names(prefix: str, pairings: tuple[Pairing, ...]) -> list[str]:
-    """<prefix>-<python>-<libs>, growing -<ort> then -<torch> only where names collide."""
-    parts = [[f"{prefix}-{p.python}-{p.libs}", f"-{p.ort}", f"-{p.torch}"] for p in pairings]
-    depth = [1] * len(pairings)
-    for _ in range(2):
-        names = ["".join(ps[:d]) for ps, d in zip(parts, depth)]
-        counts = Counter(names)
-        for i, name in enumerate(names):
-            if counts[name] > 1:
-                depth[i] += 1
-    return ["".join(ps[:d]) for ps, d in zip(parts, depth)]
+def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: tuple[str, ...],
+          earlier: dict[str, Result], print_table: bool) -> Callable[[Any], None]:
+    def session_body(session: Any) -> None:
+        if isinstance(resolved, MatrixError):
+            session.error(str(resolved))
+        try:
+            written = run_cell(matrix, cell, resolved, modes, session.posargs, earlier, log=session.log, echo=print)
+        except (MatrixError, BuildError) as exc:
+            session.error(str(exc))
+        if print_table:
+            print(table.render(cell.name, written))
+        failed = [r.session for r in written if not r.passed]
+        if failed:
+            session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.workspace.results_dir})")
+    return session_body
 
 
-def cells_of(matrix: Matrix) -> list[Cell]:
-    names = _names(matrix.settings.prefix, matrix.pairings)
-    seen: dict[str, Pairing] = {}
-    problems = []
-    cells = []
-    for name, p in zip(names, matrix.pairings):
-        if name in seen:
-            problems.append(Problem(str(matrix.path), p.key, f"declares the same pairing as {seen[name].key} ({name})",
-                                    "remove one of the two entries"))
-            continue
-        seen[name] = p
-        cells.append(Cell(name, p.python, matrix.ort[p.ort], matrix.torch[p.torch], matrix.libs[p.libs],
-                          matrix.suites[p.suite], p.modes, p.key))
-    if problems:
-        raise MatrixError(problems)
-    return cells
+def _describe(cell: Cell, what: str, here: bool) -> str:
+    where = "" if here else " [not runnable on this host]"
+    torch = cell.torch.requirement or cell.torch.environment or "no torch"
+    return (f"{what}: python {cell.python}, ORT {cell.ort.requirement or cell.ort.wheel}, torch {torch}, "
+            f"libs {cell.libs.id}, suite {cell.suite.id}{where}")
+
+
+def register(nox: Any, default_matrix: Path) -> None:
+    overrides = Overrides.from_environ()
+    try:
+        matrix = load_matrix(overrides.matrix_toml or default_matrix, overrides)
+        cells = cells_of(matrix)
+    except MatrixError as exc:
+        print(exc.render(), file=sys.stderr)
+        raise SystemExit(2) from None
+    earlier: dict[str, Result] = {}  # this nox process's results: teeth reads require_cudnn's from here
+    for cell in cells:
+        resolved = check(matrix, cell)
+        here = not isinstance(resolved, MatrixError)
+        tags = list(dict.fromkeys([cell.python, cell.ort.id, cell.torch.id, cell.libs.id]))
+        for mode in cell.modes:
+            fn = _body(matrix, cell, resolved, (mode,), earlier, print_table=False)
+            fn.__doc__ = _describe(cell, f"{mode} mode", here)
+            nox.session(fn, name=cell.mode_session(mode), venv_backend="none", tags=[mode, *tags], default=False)
+        fn = _body(matrix, cell, resolved, cell.modes, earlier, print_table=True)
+        fn.__doc__ = _describe(cell, f"all modes ({', '.join(cell.modes)})", here)
+        nox.session(fn, name=cell.name, venv_backend="none", tags=["cells"], default=here)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-collect_ignore = ["fixtures", "gpu"]  # suites the harness runs, never collected here
+collect_ignore = ["fixtures"]  # suites the harness runs, never collected here
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "tests" / "fixtures" / "suites"

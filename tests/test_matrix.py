@@ -5,9 +5,9 @@ import re
 import pytest
 from conftest import CELL, PY, REPO, SUITES
 
-from sessions.cells import cells_of
-from sessions.errors import MatrixError
-from sessions.matrix import load_matrix
+from ort_gpu_matrix.cells import cells_of
+from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.config.loader import load_matrix
 
 
 def _problems(path):

@@ -57,3 +57,14 @@ def swap_dir(new: Path, target: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.rename(new, target)
+
+
+CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory holds ort-gpu-matrix's venvs and results: see https://bford.info/cachedir/\n"
+
+
+def mark_cache_dir(path: Path) -> None:
+    """Tag a dir as a cache, for backup tools (CACHEDIR.TAG) and for git (a .gitignore of `*`)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# made by ort-gpu-matrix\n*\n")):
+        if not (path / name).exists():
+            write_atomic(path / name, text)

@@ -18,14 +18,19 @@ from typing import Callable
 
 from packaging.version import Version
 
+from ort_matrix_probe.schema import ProbeReport
+
+import ort_matrix_probe
+
 from .cells import Cell
 from .fsutil import copy_atomic, private_dir
-from .hostcheck import Resolved
+from .host import Resolved
+from .modes import spec
 from .venvs import Venv
 
-PLUGIN = "ort_matrix_plugin"
-PLUGIN_SOURCE = Path(__file__).with_name(f"{PLUGIN}.py")
-MATH_ONLY = "16"  # sdpa_kernel bitmask: FLASH 1, EFFICIENT 2, TRT_FUSED 4, CUDNN_FLASH 8, MATH 16
+PROBE = "ort_matrix_probe"
+PROBE_PLUGIN = f"{PROBE}.plugin"
+PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
 SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
             "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "ORT_TEST_REQUIRE_CUDNN_SDPA")
 
@@ -36,7 +41,7 @@ class RunOutcome:
     workdir: Path
     log: Path
     junit: Path
-    report: dict | None
+    report: ProbeReport | None
     env: dict[str, str]
     started: float
     duration_s: float
@@ -45,16 +50,15 @@ class RunOutcome:
 
 def mode_env(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
     """The full environment of the test process, and the part of it the result records."""
-    options = dict(cell.suite.provider_options)
-    if mode == "teeth":
-        options["sdpa_kernel"] = MATH_ONLY
+    mode_spec = spec(mode)
+    options = {**cell.suite.provider_options, **mode_spec.forced_options}
     applied = {
         "LD_PRELOAD": ":".join(r.preload),
         "LD_LIBRARY_PATH": ":".join(dict.fromkeys(os.path.dirname(p) for p in r.preload)),
         "PYTHONPATH": ":".join(r.pythonpath),
         "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
         "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
-        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode in ("require_cudnn", "teeth") else {}),
+        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode_spec.require_cudnn else {}),
         **cell.suite.env,
     }
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("ORT_MATRIX_")}
@@ -81,16 +85,28 @@ def _tee(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, echo: Callab
         return proc.wait()
 
 
-def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, session: str, posargs: list[str] = (),
+def install_probe(venv: Venv) -> None:
+    """Copy the probe package into the venv: the test process imports it from there, never from this repo."""
+    target = venv.site_packages / PROBE
+    target.mkdir(parents=True, exist_ok=True)
+    sources = {p.name for p in PROBE_SOURCE.glob("*.py")}
+    for name in sorted(sources):
+        copy_atomic(PROBE_SOURCE / name, target / name)
+    for stale in target.glob("*.py"):
+        if stale.name not in sources:
+            stale.unlink()
+
+
+def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, session: str, posargs: list[str],
              echo: Callable[[str], None] = print) -> RunOutcome:
-    copy_atomic(PLUGIN_SOURCE, venv.site_packages / f"{PLUGIN}.py")
+    install_probe(venv)
     workdir = private_dir(f"ort-matrix-{session}-")
     ini = workdir / "pytest.ini"
     ini.write_text("[pytest]\n")
     junit, log = workdir / "junit.xml", workdir / "pytest.log"
     env, applied = mode_env(cell, r, venv, mode, workdir)
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
-    cmd = [str(venv.python), *safe_path, "-m", "pytest", "-p", PLUGIN, "-c", str(ini), "--rootdir", r.suite_root,
+    cmd = [str(venv.python), *safe_path, "-m", "pytest", "-p", PROBE_PLUGIN, "-c", str(ini), "--rootdir", r.suite_root,
            "--confcutdir", r.suite_root, "-o", f"cache_dir={workdir / '.pytest_cache'}",
            f"--junitxml={junit}", *cell.suite.pytest_args, *posargs, *r.test_files]
     started = time.time()
@@ -101,7 +117,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, session: str, posar
     return RunOutcome(code, workdir, log, junit, report, applied, started, round(duration, 3), cmd)
 
 
-def keep_artifacts(outcome: RunOutcome, results_dir: Path, session: str) -> dict[str, str | None]:
+def keep_artifacts(outcome: RunOutcome, results_dir: Path, session: str, keep_workdir: bool) -> dict[str, str | None]:
     """Copy the log, junit XML and plugin report next to the result; drop the private dir."""
     kept: dict[str, str | None] = {}
     for name, src, suffix in (("log", outcome.log, ".log"), ("junit", outcome.junit, ".junit.xml"),
@@ -112,7 +128,7 @@ def keep_artifacts(outcome: RunOutcome, results_dir: Path, session: str) -> dict
             kept[name] = str(dst)
         else:
             kept[name] = None
-    if not os.environ.get("MATRIX_KEEP_WORKDIR"):
+    if not keep_workdir:
         shutil.rmtree(outcome.workdir, ignore_errors=True)
     return kept
 

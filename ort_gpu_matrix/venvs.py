@@ -1,4 +1,4 @@
-"""One venv per pairing, rebuilt only when its fingerprint changes.
+"""One venv per install, rebuilt only when its fingerprint changes, and then saying why.
 
 A CUDA torch is several GB, so the modes of a cell share one venv, and an
 unchanged fingerprint installs nothing. A venv is built in a temporary sibling
@@ -6,6 +6,7 @@ and renamed into place, so a failed build never leaves a half venv behind.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,13 +14,14 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .cells import Cell
+from .config.model import Matrix
 from .fsutil import swap_dir, write_json
-from .hostcheck import Resolved
-from .matrix import Matrix
+from .host import Resolved
 
 FINGERPRINT = "ort-matrix-fingerprint.json"
 TORCH_PTH = "_ort_matrix_torch_env.pth"
@@ -34,23 +36,33 @@ class Venv:
     path: Path
     python: Path
     site_packages: Path
-    fingerprint: dict
+    fingerprint: dict[str, Any]
     rebuilt: bool
 
 
-def venvs_dir(matrix: Matrix) -> Path:
-    """MATRIX_VENVS lets several matrices (and the test suite) share built venvs."""
-    env = os.environ.get("MATRIX_VENVS")
-    return Path(env).resolve() if env else matrix.base / ".matrix" / "venvs"
+def sha256_of(path: Path) -> str:
+    """Hashed once per file version and process: a GPU wheel is 256 MB."""
+    st = path.stat()
+    return _sha256(str(path), st.st_size, st.st_mtime_ns)
 
 
-def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict:
+@lru_cache(maxsize=None)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict[str, Any]:
+    """Everything that decides what the venv holds; a change to any of it rebuilds."""
     t = cell.torch
     return {
         "python": cell.python,
         "interpreter": r.interpreter,
         "ort": r.ort_install,
-        "ort_sha256": r.ort_sha256,
+        "ort_sha256": sha256_of(r.ort_wheel) if r.ort_wheel else None,
         "with": list(cell.ort.with_),
         "torch": {"requirement": t.requirement, "index_url": t.index_url, "environment": r.torch_site, "skip": t.skip},
         "wheelhouse": list(r.wheelhouse),
@@ -60,25 +72,53 @@ def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict:
     }
 
 
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The fingerprint keys that differ, nested ones dotted (torch.index_url), as tox says why it recreates."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{k}.{sub}" for sub in changed_fields(a, b)]
+        elif a != b:
+            out.append(k)
+    return out
+
+
 def venv_name(matrix: Matrix, cell: Cell) -> str:
     """Named for what is installed: pairings that differ only in libs or suite share one venv."""
     return f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
 
 
-def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> str:
+def find_uv() -> str | None:
+    """uv on PATH, else the binary the `uv` package ships (pip install uv puts it beside the interpreter)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        import uv
+
+        return str(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
+def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> tuple[str, str | None]:
     for b in choices:
         if b == "uv" and torch_env:
             continue  # uv ignores .pth paths, so it would reinstall what the torch environment has (measured)
-        if b == "uv" and shutil.which("uv"):
-            return b
+        if b == "uv":
+            uv = find_uv()
+            if uv:
+                return b, uv
+            continue
         if b == "virtualenv":
             try:
                 import virtualenv  # noqa: F401
             except ImportError:
                 continue
-            return b
+            return b, None
         if b == "venv":
-            return b
+            return b, None
     hint = " (uv cannot serve a pairing that reuses a torch environment)" if torch_env else ""
     raise BuildError(f"none of the venv backends {'|'.join(choices)} is available{hint}: "
                      "pip install virtualenv (or uv), or add venv to matrix.backend")
@@ -100,11 +140,11 @@ def _index_args(matrix: Matrix, r: Resolved) -> list[str]:
 
 
 def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
-    backend = _pick_backend(matrix.settings.backend, bool(r.torch_site))
+    backend, uv = _pick_backend(matrix.settings.backends, bool(r.torch_site))
     py = where / "bin" / "python"
-    if backend == "uv":
-        _run(["uv", "venv", "--quiet", "--python", r.interpreter, str(where)], log)
-        pip = ["uv", "pip", "install", "--python", str(py)]
+    if uv is not None:
+        _run([uv, "venv", "--quiet", "--python", r.interpreter, str(where)], log)
+        pip = [uv, "pip", "install", "--python", str(py)]
     else:
         if backend == "virtualenv":
             _run([sys.executable, "-m", "virtualenv", "--quiet", "-p", r.interpreter, str(where)], log)
@@ -129,20 +169,30 @@ def site_packages(venv: Path, python: str) -> Path:
     return venv / "lib" / f"python{python}" / "site-packages"
 
 
+def _stale_because(target: Path, fp: dict[str, Any]) -> str | None:
+    """None when the venv at target is up to date, else the line that says why it is (re)built."""
+    if not target.exists():
+        return f"building venv {target}: it does not exist yet"
+    if not (target / "bin" / "python").exists():
+        return f"rebuilding venv {target}: its bin/python is missing"
+    try:
+        old = json.loads((target / FINGERPRINT).read_text()).get("fingerprint")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return f"rebuilding venv {target}: its {FINGERPRINT} is missing or unreadable"
+    changed = changed_fields(old if isinstance(old, dict) else {}, fp)
+    return f"fingerprint of {target} changed: rebuilding (changed: {', '.join(changed)})" if changed else None
+
+
 def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], None] = print) -> Venv:
     """Reuse the cell's venv when its fingerprint matches, else build a new one in full."""
-    root = venvs_dir(matrix)
+    root = matrix.workspace.venvs_dir
     target = root / venv_name(matrix, cell)
     fp = fingerprint(matrix, cell, r)
-    stamp = target / FINGERPRINT
-    if stamp.is_file() and (target / "bin" / "python").exists():
-        try:
-            if json.loads(stamp.read_text()).get("fingerprint") == fp:
-                log(f"reusing venv {target} (fingerprint unchanged)")
-                return Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, False)
-        except json.JSONDecodeError:
-            pass
-        log(f"fingerprint of {target} changed: rebuilding")
+    why = _stale_because(target, fp)
+    if why is None:
+        log(f"reusing venv {target} (fingerprint unchanged)")
+        return Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, False)
+    log(why)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.build.", dir=root))
     try:

@@ -1,5 +1,8 @@
 """Resolve a cell against this host before anything is built.
 
+Resolved once per nox process, when the sessions are registered (that decides
+what `nox` runs by default), and handed to the session that runs the cell.
+
 Everything that depends on the machine (interpreters, library files, a torch
 environment, the suite's files) is checked here, so a session fails with one
 clear message instead of half-way through a build.
@@ -7,18 +10,18 @@ clear message instead of half-way through a build.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .cells import Cell
+from .config.model import Matrix
 from .errors import MatrixError, Problem
-from .matrix import Matrix
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -29,7 +32,7 @@ class Resolved:
 
     interpreter: str
     ort_install: str  # requirement string, wheel path or URL
-    ort_sha256: str | None
+    ort_wheel: Path | None  # a local wheel: hashed into the venv's fingerprint
     torch_site: str | None  # site-packages of a reused torch environment
     preload: tuple[str, ...]  # real paths, in load order
     wheelhouse: tuple[str, ...]
@@ -61,36 +64,48 @@ class _Checker:
         return (p if p.is_absolute() else (base or self.matrix.base) / p).resolve()
 
 
+_ELF = b"\x7fELF"
+
+
+def _named_version(exe: str) -> str | None:
+    """`3.12` for a real binary named python3.12: trusted without starting it. Scripts (pyenv shims) are not."""
+    real = os.path.realpath(exe)
+    match = re.fullmatch(r"python(\d+\.\d+)", os.path.basename(real))
+    try:
+        with open(real, "rb") as f:
+            is_binary = f.read(4) == _ELF
+    except OSError:
+        return None
+    return match.group(1) if match and is_binary else None
+
+
+def _asked_version(exe: str) -> str | None:
+    try:
+        out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 @lru_cache(maxsize=None)
 def find_interpreter(version: str) -> str | None:
-    """First python on PATH that really is `version` (pyenv shims can lie)."""
+    """A python that really is `version`, starting as few processes as possible.
+
+    `nox -l` resolves every cell, so the running interpreter and binaries whose
+    real name gives their version answer without a process; only scripts such
+    as pyenv shims, which can lie about what they run, are asked.
+    """
+    if "%d.%d" % sys.version_info[:2] == version:
+        return sys.executable
     for name in (f"python{version}", "python3", "python"):
         exe = shutil.which(name)
         if not exe:
             continue
-        try:
-            out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                 capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if out.returncode == 0 and out.stdout.strip() == version:
+        named = _named_version(exe)
+        if (named if named is not None else _asked_version(exe)) == version:
             return exe
     return None
-
-
-def sha256_of(path: Path) -> str:
-    """Hashed once per file version: nox -l resolves every cell, and a GPU wheel is 256 MB."""
-    st = path.stat()
-    return _sha256(str(path), st.st_size, st.st_mtime_ns)
-
-
-@lru_cache(maxsize=None)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
@@ -135,7 +150,7 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
         c.bad(f"{cell.key}.python" if cell.key.startswith("pairing.include") else "matrix.pythons", f"no python {cell.python} found on PATH for {cell.name}",
               f"install python{cell.python} (or put it on PATH), or drop {cell.python} from the matrix")
     ort = cell.ort
-    ort_install, sha = ort.requirement or "", None
+    ort_install, wheel = ort.requirement or "", None
     if ort.wheel:
         expanded = c.expand(ort.wheel, f"ort.{ort.id}.wheel")
         if expanded and re.match(r"^[a-z+]+://", expanded):
@@ -145,7 +160,7 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
             if p is None or not p.is_file():
                 c.bad(f"ort.{ort.id}.wheel", f"{p} does not exist", "point wheel at a downloaded .whl, or use requirement")
             else:
-                ort_install, sha = str(p), sha256_of(p)
+                ort_install, wheel = str(p), p
     torch_site = None
     if cell.torch.environment:
         env = c.path(cell.torch.environment, f"torch.{cell.torch.id}.environment")
@@ -156,7 +171,7 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
         elif site is not None:
             torch_site = str(site)
     preload = _libs(c, cell)
-    wheelhouse = []
+    wheelhouse: list[str] = []
     for i, w in enumerate(matrix.settings.wheelhouse):
         p = c.path(w, f"matrix.wheelhouse[{i}]")
         if p is not None and not p.is_dir():
@@ -184,14 +199,13 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
                 pythonpath.append(str(p))
     if c.problems:
         raise MatrixError(c.problems)
-    return Resolved(interpreter or "", ort_install, sha, torch_site, preload, tuple(wheelhouse),
+    return Resolved(interpreter or "", ort_install, wheel, torch_site, preload, tuple(wheelhouse),
                     str(root), tuple(dict.fromkeys(files)), tuple(pythonpath))
 
 
-def available(matrix: Matrix, cell: Cell) -> bool:
-    """Whether this host can run the cell: decides nox's default sessions."""
+def check(matrix: Matrix, cell: Cell) -> Resolved | MatrixError:
+    """The cell resolved, or why this host cannot run it: decides nox's default sessions."""
     try:
-        resolve(matrix, cell)
-    except MatrixError:
-        return False
-    return True
+        return resolve(matrix, cell)
+    except MatrixError as exc:
+        return exc

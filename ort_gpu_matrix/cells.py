@@ -1,0 +1,59 @@
+"""Pairings become cells: one venv, one session name, one session per mode."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .config.model import Libs, Matrix, Ort, Pairing, Suite, Torch
+from .errors import MatrixError, Problem
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    python: str
+    ort: Ort
+    torch: Torch
+    libs: Libs
+    suite: Suite
+    modes: tuple[str, ...]
+    key: str  # where the pairing was declared, for error messages
+
+    def mode_session(self, mode: str) -> str:
+        """`<cell>-<mode>`: the session, and the result file, of one mode."""
+        return f"{self.name}-{mode}"
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {"python": self.python, "ort": self.ort.id, "torch": self.torch.id, "libs": self.libs.id}
+
+
+def _names(prefix: str, pairings: tuple[Pairing, ...]) -> list[str]:
+    """<prefix>-<python>-<libs>, growing -<ort> then -<torch> only where names collide."""
+    parts = [[f"{prefix}-{p.python}-{p.libs}", f"-{p.ort}", f"-{p.torch}"] for p in pairings]
+    depth = [1] * len(pairings)
+    for _ in range(2):
+        names = ["".join(ps[:d]) for ps, d in zip(parts, depth)]
+        counts = Counter(names)
+        for i, name in enumerate(names):
+            if counts[name] > 1:
+                depth[i] += 1
+    return ["".join(ps[:d]) for ps, d in zip(parts, depth)]
+
+
+def cells_of(matrix: Matrix) -> list[Cell]:
+    names = _names(matrix.settings.prefix, matrix.pairings)
+    seen: dict[str, Pairing] = {}
+    problems: list[Problem] = []
+    cells: list[Cell] = []
+    for name, p in zip(names, matrix.pairings):
+        if name in seen:
+            problems.append(Problem(str(matrix.path), p.key, f"declares the same pairing as {seen[name].key} ({name})",
+                                    "remove one of the two entries"))
+            continue
+        seen[name] = p
+        cells.append(Cell(name, p.python, matrix.ort[p.ort], matrix.torch[p.torch], matrix.libs[p.libs],
+                          matrix.suites[p.suite], p.modes, p.key))
+    if problems:
+        raise MatrixError(problems)
+    return cells

@@ -1,0 +1,223 @@
+"""Read matrix.toml into the typed model, reporting every problem at once.
+
+Validation here is structural and host-independent, so `nox -l` works on any
+machine; what depends on the host (library files, interpreters, a torch
+environment) is checked by host.py just before a session builds anything.
+Keys, types and defaults come from model.py; the cross-key rules are here.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import MatrixError, Problem
+from ..modes import MODES, SPECS
+from ..overrides import Overrides, Workspace
+from .model import (BACKENDS, ID_PATTERN, Libs, Matrix, Ort, Rule, Settings, Suite, Torch, keys_of)
+from .pairings import expand
+
+T = TypeVar("T")
+
+
+def _kind(hint: Any) -> tuple[Any, bool]:
+    """The type a key holds, and whether it may be absent (X | None)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+class Reader:
+    """Collects every problem instead of stopping at the first."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def bad(self, key: str, problem: str, fix: str) -> None:
+        self.problems.append(Problem(self.file, key, problem, fix))
+
+    def table(self, data: Any, key: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            self.bad(key, f"must be a table, found {type(data).__name__}", f"write it as [{key}] with keys")
+            return {}
+        for k in sorted(set(data) - allowed):
+            self.bad(f"{key}.{k}", "unknown key", f"remove it, or use one of: {', '.join(sorted(allowed))}")
+        return data
+
+    def regexes(self, key: str, value: str | tuple[str, ...]) -> None:
+        """A list is checked item by item (key[i]), a single pattern under its own key."""
+        items = [(f"{key}[{i}]", p) for i, p in enumerate(value)] if isinstance(value, tuple) else [(key, value)]
+        for where, pattern in items:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                self.bad(where, f"is not a valid regex ({exc})", "escape special characters such as ( [ + ?")
+
+    def value(self, raw: Any, key: str, name: str, hint: Any, default: Any) -> Any:
+        """One key's value checked against its declared type; the default when it is wrong."""
+        kind, _ = _kind(hint)
+        origin, args = typing.get_origin(kind), typing.get_args(kind)
+        if kind is str:
+            if isinstance(raw, str):
+                return raw
+            self.bad(key, f"must be a string, found {raw!r}", f'write {name} = "..."')
+        elif kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            self.bad(key, f"must be true or false, found {raw!r}", f"write {name} = true")
+        elif kind is int:
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+                return raw
+            self.bad(key, f"must be a whole number >= 0, found {raw!r}", f"write {name} = {default}")
+        elif origin is tuple and args[0] is str:
+            if isinstance(raw, list) and all(isinstance(v, str) for v in raw):
+                return tuple(raw)
+            self.bad(key, f"must be a list of strings, found {raw!r}", f'write {name} = ["..."]')
+        elif origin is tuple:
+            if isinstance(raw, list):
+                return tuple(self.entry(item, f"{key}[{i}]", args[0]) for i, item in enumerate(raw))
+            self.bad(key, "must be a list of tables", f'write {name} = [{{ test = "regex", reason = "why" }}]')
+        elif origin is dict:
+            if isinstance(raw, dict) and all(isinstance(v, (str, int)) for v in raw.values()):
+                return {k: str(v) for k, v in raw.items()}
+            self.bad(key, "must be a table of strings", f'write {name} = {{ NAME = "value" }}')
+        else:  # pragma: no cover - a model type the reader does not know is a bug here
+            raise TypeError(f"unsupported key type {kind!r} for {key}")
+        return default
+
+    def entry(self, data: Any, key: str, cls: type[T], **fixed: Any) -> T:
+        """A table read as `cls`: unknown keys, missing required keys, types and regexes checked."""
+        specs = keys_of(cls)
+        data = self.table(data, key, {s.name for s in specs})
+        values = {}
+        for s in specs:
+            k = f"{key}.{s.name}"
+            if s.name not in data:
+                if s.required:
+                    example = s.example or '"..."'
+                    self.bad(k, "is missing", f"add {s.name} = {example} ({s.doc})")
+                continue
+            value = self.value(data[s.name], k, s.name, s.hint, s.default)
+            if s.regex and value is not None:
+                self.regexes(k, value)
+            values[s.attr] = value
+        return cls(**fixed, **values)
+
+    def ids(self, data: dict[str, Any], section: str) -> dict[str, Any]:
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            self.bad(section, "must hold tables", f"write [{section}.<id>] tables")
+            return {}
+        out = {}
+        for ident, body in tables.items():
+            if not re.fullmatch(ID_PATTERN, ident):
+                self.bad(f"{section}.{ident}", "id may hold only letters, digits, '_' and '.'",
+                         "rename it: ids become parts of session names")
+            if isinstance(body, dict):
+                out[ident] = body
+            else:
+                self.bad(f"{section}.{ident}", "must be a table", f"write [{section}.{ident}]")
+        return out
+
+    def one_form(self, body: dict[str, Any], key: str, forms: tuple[tuple[str, ...], ...]) -> None:
+        present = ["/".join(f) for f in forms if any(k in body for k in f)]
+        if len(present) != 1:
+            names = ", ".join("/".join(f) for f in forms)
+            found = f"found {', '.join(present)}" if present else "found none"
+            self.bad(key, f"needs exactly one of {names} ({found})", f"keep one of: {names}")
+
+
+def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings:
+    s = r.entry(data.get("matrix", {}), "matrix", Settings)
+    for b in s.backends:
+        if b not in BACKENDS:
+            r.bad("matrix.backend", f"unknown venv backend {b!r}",
+                  f"use one or more of {'|'.join(BACKENDS)}, e.g. \"uv|virtualenv\"")
+    for mode in s.modes or ():
+        if mode not in MODES:
+            r.bad("matrix.modes", f"unknown mode {mode!r}", f"use some of {list(MODES)}")
+    if not re.fullmatch(ID_PATTERN, s.prefix):
+        r.bad("matrix.prefix", "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')
+    # MATRIX_WHEELHOUSE / MATRIX_OFFLINE=1 let a host without network run a shipped matrix unedited
+    return Settings(s.prefix, s.pythons, s.backend, s.wheelhouse + overrides.wheelhouse,
+                    s.offline or overrides.offline, s.suite, s.modes, s.tools)
+
+
+def _orts(r: Reader, data: dict[str, Any]) -> dict[str, Ort]:
+    out = {}
+    for ident, body in r.ids(data, "ort").items():
+        r.one_form(body, f"ort.{ident}", Ort.FORMS)
+        out[ident] = r.entry(body, f"ort.{ident}", Ort, id=ident)
+    return out
+
+
+def _torches(r: Reader, data: dict[str, Any]) -> dict[str, Torch]:
+    out = {}
+    for ident, body in r.ids(data, "torch").items():
+        key = f"torch.{ident}"
+        r.one_form(body, key, Torch.FORMS)
+        if "index_url" in body and "requirement" not in body:
+            r.bad(f"{key}.index_url", "only applies with `requirement`", "remove index_url, or add requirement")
+        if body.get("skip") is False:
+            r.bad(f"{key}.skip", "skip = false declares nothing", "write skip = true, or use requirement/environment")
+        out[ident] = r.entry(body, key, Torch, id=ident)
+    return out
+
+
+def _libs(r: Reader, data: dict[str, Any]) -> dict[str, Libs]:
+    out = {}
+    for ident, body in r.ids(data, "libs").items():
+        key = f"libs.{ident}"
+        r.one_form(body, key, Libs.FORMS)
+        if body.get("none") is False:
+            r.bad(f"{key}.none", "none = false declares nothing", "write none = true, or give cudart/cudnn")
+        out[ident] = r.entry(body, key, Libs, id=ident)
+    return out
+
+
+def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
+    out = {}
+    for ident, body in r.ids(data, "suite").items():
+        key = f"suite.{ident}"
+        suite = r.entry({k: v for k, v in body.items() if k != "expect"}, key, Suite, id=ident)
+        if "files" in body and not suite.files:
+            r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
+        tables = r.table(body.get("expect", {}), f"{key}.expect", set(MODES))
+        # each mode reads only the keys it uses: a key another mode uses is rejected, never ignored
+        expect = {m.value: r.entry(tables.get(m.value, {}), f"{key}.expect.{m.value}", s.expect_type)
+                  for m, s in SPECS.items()}
+        out[ident] = Suite(suite.id, suite.root, suite.files, suite.pythonpath, suite.pytest_args,
+                           suite.requirements, suite.env, suite.provider_options, expect)
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise MatrixError([Problem(str(path), "(file)", "does not exist",
+                                   "create it, or point MATRIX_TOML at your matrix file")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError([Problem(str(path), "(syntax)", f"is not valid TOML: {exc}",
+                                   "fix the TOML syntax at that line")]) from None
+
+
+def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
+    """Parse and validate; raise MatrixError listing every problem."""
+    overrides = overrides or Overrides.from_environ()
+    path = path.resolve()
+    data = read_toml(path)
+    r = Reader(str(path))
+    r.table(data, "(top level)", {"matrix", "ort", "torch", "libs", "pairing", "suite"})
+    settings = _settings(r, data, overrides)
+    orts, torches, libs, suites = _orts(r, data), _torches(r, data), _libs(r, data), _suites(r, data)
+    pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},
+                      tuple(suites))
+    if r.problems:
+        raise MatrixError(r.problems)
+    return Matrix(path, settings, orts, torches, libs, suites, pairings, Workspace.for_matrix(path, overrides))

@@ -1,0 +1,218 @@
+"""The matrix.toml model: every table, key, type, default and doc, declared once.
+
+The loader validates a file against these declarations and the JSON Schema is
+generated from them, so the format, the checks and the schema cannot drift.
+A key is a dataclass field made with `key()`; fields made otherwise (ids,
+where an entry was declared) are not TOML keys. Types say how a key is read:
+str, bool, int, tuple[str, ...], dict[str, str] or tuple[Rule, ...].
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..kernels import TEETH_MESSAGE
+from ..overrides import Workspace
+
+DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
+BACKENDS = ("uv", "virtualenv", "venv")
+ID_PATTERN = r"[A-Za-z0-9_.]+"
+
+
+def key(doc: str, default: Any = None, *, toml: str | None = None, required: bool = False, regex: bool = False,
+        minimum: int | None = None, example: str | None = None) -> Any:
+    """A TOML key: its doc, default and checks travel with the field."""
+    meta = {"doc": doc, "toml": toml, "required": required, "regex": regex, "minimum": minimum, "example": example}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    name: str  # as written in TOML
+    attr: str  # the dataclass attribute
+    hint: Any
+    doc: str
+    required: bool
+    regex: bool
+    minimum: int | None
+    example: str | None
+    default: Any
+
+
+@cache
+def keys_of(cls: type) -> tuple[KeySpec, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "doc" not in f.metadata:
+            continue
+        m = f.metadata
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        out.append(KeySpec(m["toml"] or f.name, f.name, hints[f.name], m["doc"], m["required"], m["regex"],
+                           m["minimum"], m["example"], default))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """[matrix]: what every pairing shares."""
+
+    prefix: str = key("cell session names start with it", "gpu", example='"gpu"')
+    pythons: tuple[str, ...] = key("python versions, used when [pairing] has no include", (), example='["3.12"]')
+    backend: str = key("venv backends, the first one available wins", "uv|virtualenv", example='"uv|virtualenv"')
+    wheelhouse: tuple[str, ...] = key("extra --find-links dirs; ${VAR} expanded, relative to the matrix file", ())
+    offline: bool = key("installs never touch an index (--no-index)", False)
+    suite: str | None = key("the suite a pairing runs unless it names another", None, example='"dispatch"')
+    modes: tuple[str, ...] | None = key("the modes every pairing runs (absent: all)", None,
+                                        example='["normal", "require_cudnn", "teeth"]')
+    tools: tuple[str, ...] = key("installed in every venv", DEFAULT_TOOLS)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(self.backend.split("|"))
+
+
+@dataclass(frozen=True)
+class Ort:
+    """[ort.<id>]: an ORT build under test."""
+
+    FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("requirement",), ("wheel",))
+    id: str = ""
+    requirement: str | None = key("a pip requirement", None, example='"onnxruntime-gpu==1.31.1"')
+    wheel: str | None = key("a local .whl (relative to the matrix file) or a URL", None)
+    with_: tuple[str, ...] = key("installed beside it", (), toml="with", example='["onnx==1.20.1"]')
+
+
+@dataclass(frozen=True)
+class Torch:
+    """[torch.<id>]: the torch a pairing installs or reuses, or none."""
+
+    FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("requirement",), ("environment",), ("skip",))
+    id: str = ""
+    requirement: str | None = key("a pip requirement", None, example='"torch==2.11.0"')
+    index_url: str | None = key("the index the requirement comes from (with requirement only)", None,
+                                example='"https://download.pytorch.org/whl/cu130"')
+    environment: str | None = key("reuse a preinstalled torch environment, seen through a .pth file", None)
+    skip: bool = key("no torch in this pairing", False)
+
+
+@dataclass(frozen=True)
+class Libs:
+    """[libs.<id>]: the system CUDA runtime and cuDNN to pin."""
+
+    FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("cudart", "cudnn"), ("search",), ("none",))
+    id: str = ""
+    cudart: str | None = key("the CUDA runtime file to pin", None)
+    cudnn: str | None = key("the cuDNN file to pin", None)
+    search: tuple[str, ...] = key("dirs: the first libcudart.so.* / libcudnn.so.9 there are pinned", ())
+    none: bool = key("pin nothing", False)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A regex on node ids and why it is tolerated."""
+
+    test: str = key("a regex searched in the node id", "", required=True, regex=True)
+    reason: str = key("why", "", required=True)
+
+
+@dataclass(frozen=True)
+class DispatchExpect:
+    """What every mode checks: known failures and the dispatch rules."""
+
+    known_failures: tuple[Rule, ...] = key("failures and errors that do not fail the verdict", ())
+    require_kernel: str | None = key("at least one test (in dispatch_tests) dispatched it", None,
+                                     example='"CUDNN_FLASH_ATTENTION"')
+    forbid_kernels: tuple[str, ...] = key("no test in dispatch_tests dispatched these", ())
+    dispatch_tests: str | None = key("regex on node ids the two rules apply to (default: all)", None, regex=True)
+
+
+@dataclass(frozen=True)
+class PassExpect(DispatchExpect):
+    """[suite.<id>.expect.normal] and .require_cudnn: the tests must pass."""
+
+    min_passed: int = key("at least this many tests pass", 1, minimum=0)
+    allowed_skips: tuple[str, ...] = key("regexes on skip reasons that are expected", (), regex=True)
+
+
+@dataclass(frozen=True)
+class TeethExpect(DispatchExpect):
+    """[suite.<id>.expect.teeth]: with MATH forced, the canary must bite."""
+
+    message: str = key("the exact first line a bitten test fails with", TEETH_MESSAGE)
+    min_failures: int = key("at least this many tests fail with the message", 1, minimum=0)
+    known_toothless: tuple[Rule, ...] = key("cuDNN tests that are known not to bite", ())
+
+
+@dataclass(frozen=True)
+class Suite:
+    """[suite.<id>]: a set of pytest files and what each mode expects of them."""
+
+    id: str = ""
+    root: str = key("the tests' dir, relative to the matrix file; ${VAR} expanded", "", required=True,
+                    example='"suites/dispatch"')
+    files: tuple[str, ...] = key("test files relative to root; globs allowed", (), required=True,
+                                 example='["test_*.py"]')
+    pythonpath: tuple[str, ...] = key("the test process's whole PYTHONPATH, relative to root", (".",))
+    pytest_args: tuple[str, ...] = key("extra pytest arguments", ())
+    requirements: tuple[str, ...] = key("extra packages for this suite's venvs", ())
+    env: dict[str, str] = key("extra environment for the test process", {})
+    provider_options: dict[str, str] = key("CUDA EP options forced into every session, in every mode", {})
+    expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
+
+
+@dataclass(frozen=True)
+class IncludeEntry:
+    """One entry of pairing.include."""
+
+    python: str = key("a python version", "", required=True, example='"3.12"')
+    ort: str = key("an [ort.<id>]", "", required=True)
+    torch: str = key("a [torch.<id>]", "", required=True)
+    libs: str = key("a [libs.<id>]", "", required=True)
+    suite: str | None = key("a [suite.<id>] (default: matrix.suite)", None)
+    modes: tuple[str, ...] | None = key("the modes of this pairing (default: matrix.modes)", None)
+
+
+@dataclass(frozen=True)
+class ExcludeEntry:
+    """One entry of pairing.exclude: any subset of the axes."""
+
+    python: str | None = key("a python version", None)
+    ort: str | None = key("an ort id", None)
+    torch: str | None = key("a torch id", None)
+    libs: str | None = key("a libs id", None)
+    suite: str | None = key("a suite id", None)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    python: str
+    ort: str
+    torch: str
+    libs: str
+    suite: str
+    modes: tuple[str, ...]
+    key: str  # where it was declared, for error messages
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    settings: Settings
+    ort: dict[str, Ort]
+    torch: dict[str, Torch]
+    libs: dict[str, Libs]
+    suites: dict[str, Suite]
+    pairings: tuple[Pairing, ...]
+    workspace: Workspace
+
+    @property
+    def base(self) -> Path:
+        return self.path.parent

@@ -1,0 +1,69 @@
+"""pairing.include / pairing.exclude -> the pairings a matrix runs.
+
+Without include, every combination of pythons x ort x torch x libs is a
+pairing; exclude removes any pairing whose named axes all match.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from ..modes import MODES
+from .model import ExcludeEntry, IncludeEntry, Pairing, Settings
+
+if TYPE_CHECKING:
+    from .loader import Reader
+
+AXES = ("python", "ort", "torch", "libs")
+
+
+def _candidates(r: Reader, p: dict[str, Any], declared: dict[str, tuple[str, ...]]) -> list[tuple[str, IncludeEntry]]:
+    if "include" in p:
+        if not isinstance(p["include"], list):
+            r.bad("pairing.include", "must be a list of tables",
+                  'include = [{ python = "3.12", ort = "...", torch = "...", libs = "..." }]')
+            return []
+        return [(f"pairing.include[{i}]", r.entry(e, f"pairing.include[{i}]", IncludeEntry))
+                for i, e in enumerate(p["include"])]
+    for axis in AXES:
+        if not declared[axis]:
+            where = "matrix.pythons" if axis == "python" else f"[{axis}.<id>]"
+            r.bad(where, f"no {axis} declared, so the matrix has no pairings", f"declare at least one {axis}")
+    combos = itertools.product(*(declared[a] for a in AXES))
+    return [(f"pairing (combination {n})", IncludeEntry(*combo)) for n, combo in enumerate(combos)]
+
+
+def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[str, ...]],
+           suites: tuple[str, ...]) -> tuple[Pairing, ...]:
+    p = r.table(data.get("pairing", {}), "pairing", {"include", "exclude"})
+    declared = {"python": s.pythons, **ids}
+    exclude_raw = p.get("exclude", [])
+    if not isinstance(exclude_raw, list):
+        r.bad("pairing.exclude", "must be a list of tables", 'exclude = [{ libs = "cu118" }]')
+        exclude_raw = []
+    exclude = [r.entry(e, f"pairing.exclude[{i}]", ExcludeEntry) for i, e in enumerate(exclude_raw)]
+    out = []
+    for key, entry in _candidates(r, p, declared):
+        for axis in AXES[1:]:
+            ident = getattr(entry, axis)
+            if ident and ident not in declared[axis]:
+                r.bad(f"{key}.{axis}", f"unknown {axis} id {ident!r}",
+                      f"declare [{axis}.{ident}] or use one of: {', '.join(declared[axis]) or '(none declared)'}")
+        suite = entry.suite or s.suite
+        if suite is None:
+            r.bad(f"{key}.suite", "the pairing has no suite", 'set [matrix] suite = "<id>" or give the entry suite = "<id>"')
+        elif suite not in suites:
+            r.bad(f"{key}.suite" if entry.suite else "matrix.suite", f"unknown suite {suite!r}",
+                  f"declare [suite.{suite}] or use one of: {', '.join(suites) or '(none declared)'}")
+        modes = entry.modes if entry.modes is not None else (s.modes if s.modes is not None else MODES)
+        if any(m not in MODES for m in modes):
+            r.bad(f"{key}.modes", f"must be a list drawn from {list(MODES)}", 'modes = ["normal"]')
+            modes = MODES
+        full = {"python": entry.python, "ort": entry.ort, "torch": entry.torch, "libs": entry.libs, "suite": suite}
+        if any(all(getattr(ex, k) in (None, full[k]) for k in full) for ex in exclude):
+            continue
+        if all(full[a] for a in AXES) and suite is not None:
+            out.append(Pairing(entry.python, entry.ort, entry.torch, entry.libs, suite, tuple(modes), key))
+    if not out and not r.problems:
+        r.bad("pairing", "no pairing is left after exclude", "loosen pairing.exclude or add pairing.include entries")
+    return tuple(out)

@@ -1,0 +1,49 @@
+"""The three modes: what each one sets in the test process and how it is judged, in one place.
+
+- normal: the kernel debug line on; the tests must pass.
+- require_cudnn: ORT_TEST_REQUIRE_CUDNN_SDPA=1 too, so dispatch-gated tests fail
+  instead of skipping green.
+- teeth: MATH forced (sdpa_kernel=16) as well; the canary must bite every test
+  that dispatched cuDNN in require_cudnn, with exactly the verbatim message.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .config.model import DispatchExpect, PassExpect, TeethExpect
+from .kernels import MATH, only
+from .verdicts import OutcomeJudge, judge_counts, judge_teeth
+
+
+class Mode(str, enum.Enum):
+    NORMAL = "normal"
+    REQUIRE_CUDNN = "require_cudnn"
+    TEETH = "teeth"
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    mode: Mode
+    require_cudnn: bool  # sets ORT_TEST_REQUIRE_CUDNN_SDPA=1
+    forced_options: dict[str, str]  # CUDA EP options merged over the suite's provider_options
+    expect_type: type[DispatchExpect]  # the [suite.<id>.expect.<mode>] table
+    judge: OutcomeJudge
+    coverage_from: Mode | None = None  # the mode whose census this mode's coverage is checked against
+    passes_when: str = field(default="")
+
+
+SPECS: dict[Mode, ModeSpec] = {
+    Mode.NORMAL: ModeSpec(Mode.NORMAL, False, {}, PassExpect, judge_counts,
+                          passes_when="enough passed; every skip and failure was expected"),
+    Mode.REQUIRE_CUDNN: ModeSpec(Mode.REQUIRE_CUDNN, True, {}, PassExpect, judge_counts,
+                                 passes_when="the same, with dispatch-gated tests failing instead of skipping"),
+    Mode.TEETH: ModeSpec(Mode.TEETH, True, {"sdpa_kernel": only(MATH)}, TeethExpect, judge_teeth,
+                         coverage_from=Mode.REQUIRE_CUDNN,
+                         passes_when="the canary bites every cuDNN test with exactly the verbatim message"),
+}
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # canonical order: teeth reads require_cudnn's census
+
+
+def spec(mode: str) -> ModeSpec:
+    return SPECS[Mode(mode)]

@@ -1,0 +1,1 @@
+"""How results are shown: the terminal table now; Markdown and HTML reports later."""

@@ -1,0 +1,275 @@
+"""Judge a run by what it counted and what it observed, never by its exit code alone.
+
+pytest exits 0 when every test skipped and a correct MATH fallback gives the
+same numbers as cuDNN, so a verdict here asks: did enough pass, was every skip
+and failure expected, which kernels ran, and which libraries served them.
+What each mode checks on top comes from modes.py.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ort_matrix_probe.schema import Audit, ProbeReport
+
+from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
+from .kernels import CUDNN
+
+EXIT_MEANING = {
+    2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
+    3: "pytest hit an internal error (exit 3)",
+    4: "pytest was called wrongly (exit 4, usage error): check suite.pytest_args and the posargs",
+    5: "nothing was collected (pytest exit 5): the suite's files hold no tests pytest can find",
+    6: "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)",
+}
+LISTED = 8  # how many offenders a reason names before it says "and N more"
+
+
+class Status(str, enum.Enum):
+    """A mode's verdict, as nox's sessions have a status."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class TestResult:
+    nodeid: str
+    outcome: str  # passed failed skipped error xfailed xpassed
+    message: str
+    sdpa: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Counts:
+    collected: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    xfailed: int = 0
+    xpassed: int = 0
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The kernel census: every SdpaKernel tier of every test, in order."""
+
+    tests: dict[str, list[str]] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)  # tokens per tier
+    tests_per_tier: dict[str, int] = field(default_factory=dict)
+
+    def cudnn_tests(self) -> list[str]:
+        return sorted(n for n, tiers in self.tests.items() if CUDNN in tiers)
+
+
+@dataclass(frozen=True)
+class TeethCoverage:
+    """Which of require_cudnn's cuDNN tests the canary bit; unchecked without a fresh require_cudnn run."""
+
+    checked: bool = False
+    cudnn_tests: int = 0
+    bitten: int = 0
+    toothless: int = 0
+    declared_toothless: list[str] = field(default_factory=list)
+    undeclared_toothless: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.checked:
+            return {"checked": False}
+        return {"checked": True, "cudnn_tests": self.cudnn_tests, "bitten": self.bitten, "toothless": self.toothless,
+                "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless}
+
+
+@dataclass(frozen=True)
+class Libraries:
+    """The pinned files, and one audit per test process."""
+
+    pinned: dict[str, str | None] = field(default_factory=dict)
+    audits: list[Audit] = field(default_factory=list)
+
+
+@dataclass
+class Findings:
+    """What the mode-specific judging adds to a verdict."""
+
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    coverage: TeethCoverage | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    reasons: list[str]
+    warnings: list[str]
+    counts: Counts
+    dispatch: Dispatch
+    libraries: Libraries
+    teeth_coverage: TeethCoverage | None = None
+
+
+def tests_of(report: ProbeReport | None) -> list[TestResult]:
+    if not report:
+        return []
+    out = []
+    for nodeid, t in report.get("tests", {}).items():
+        if t.get("outcome"):
+            out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", []))))
+        if t.get("teardown_error"):
+            out.append(TestResult(nodeid + "::teardown", "error", t.get("teardown_error", ""), ()))
+    for c in report.get("collection", []):
+        out.append(TestResult(c["nodeid"], c["outcome"], c.get("message", ""), ()))
+    return out
+
+
+def count(report: ProbeReport | None, tests: list[TestResult]) -> Counts:
+    c = Counter(t.outcome for t in tests)
+    collected = len([n for n, t in (report or {}).get("tests", {}).items() if t.get("outcome")])
+    return Counts(collected=collected, passed=c["passed"], failed=c["failed"], errors=c["error"],
+                  skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"])
+
+
+def _matches(rules: tuple[Rule, ...], nodeid: str) -> bool:
+    return any(re.search(r.test, nodeid) for r in rules)
+
+
+def _listing(items: list[str]) -> str:
+    shown = "; ".join(items[:LISTED])
+    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
+
+
+def first_line(message: str) -> str:
+    return message.strip().splitlines()[0].strip() if message.strip() else ""
+
+
+def census(tests: list[TestResult]) -> Dispatch:
+    """Every SdpaKernel token of every test, in order, with totals per tier."""
+    per_test = {t.nodeid: list(t.sdpa) for t in tests if t.sdpa}
+    tokens = Counter(tier for tiers in per_test.values() for tier in tiers)
+    tests_per_tier = Counter(tier for tiers in per_test.values() for tier in set(tiers))
+    return Dispatch(per_test, dict(sorted(tokens.items())), dict(sorted(tests_per_tier.items())))
+
+
+def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: list[str]) -> None:
+    scope = [t for t in tests if expect.dispatch_tests is None or re.search(expect.dispatch_tests, t.nodeid)]
+    if expect.require_kernel and not any(expect.require_kernel in t.sdpa for t in scope):
+        seen = sorted({k for t in scope for k in t.sdpa}) or ["no SdpaKernel token at all"]
+        reasons.append(f"no test dispatched {expect.require_kernel} (seen: {', '.join(seen)})")
+    for kernel in expect.forbid_kernels:
+        hits = [f"{t.nodeid} ran {kernel}" for t in scope if kernel in t.sdpa]
+        if hits:
+            reasons.append(f"{len(hits)} test(s) dispatched forbidden {kernel}: {_listing(hits)}")
+
+
+def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
+    """What served the tests: mapped files, by-name resolution, where onnxruntime came from."""
+    audits = list((report or {}).get("audits", []))
+    reasons: list[str] = []
+    warnings: list[str] = []
+    pinned = {"cudnn": next((p for p in preload if "/libcudnn" in p), None),
+              "cudart": next((p for p in preload if "/libcudart" in p), None)}
+    venv_real = os.path.realpath(venv)
+    for a in audits:
+        by_name: dict[str, Any] = dict(a.get("by_name", {}))
+        for lib, want in pinned.items():
+            got = by_name.get(lib, {})
+            if want and got.get("file") != want:
+                reasons.append(f"by-name {got.get('soname')} resolved to {got.get('file')} "
+                               f"(version {got.get('version')}), not the pinned {want}")
+        ort_file = a.get("onnxruntime_file")
+        if ort_file and not ort_file.startswith(venv_real + os.sep):
+            reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
+                           "(a source dir shadows the wheel)")
+        copies = a.get("cudnn_copies", [])
+        if len({c["file"] for c in copies}) > 1:
+            listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
+            warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
+    return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+
+
+def _pytest_exit(code: int, reasons: list[str]) -> None:
+    if code in EXIT_MEANING:
+        reasons.append(EXIT_MEANING[code])
+    elif code not in (0, 1):
+        reasons.append(f"pytest ended with unexpected exit code {code}")
+
+
+def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
+                 prior: Dispatch | None) -> Findings:
+    """normal and require_cudnn: enough passed, and every skip and failure was expected."""
+    assert isinstance(expect, PassExpect)
+    out = Findings()
+    if counts.passed == 0:
+        out.reasons.append("nothing passed" + (f" ({counts.skipped} skipped)" if counts.skipped else ""))
+    elif counts.passed < expect.min_passed:
+        out.reasons.append(f"only {counts.passed} passed, min_passed is {expect.min_passed}")
+    bad_skips = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "skipped"
+                 and not any(re.search(p, t.message) for p in expect.allowed_skips)]
+    if bad_skips:
+        out.reasons.append(f"{len(bad_skips)} skip(s) not in allowed_skips: {_listing(bad_skips)}")
+    bad = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
+           if t.outcome in ("failed", "error") and not _matches(expect.known_failures, t.nodeid)]
+    if bad:
+        out.reasons.append(f"{len(bad)} unexpected failure(s): {_listing(bad)}")
+    return out
+
+
+def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts, prior: Dispatch | None) -> Findings:
+    """teeth: the canary must bite, with exactly the verbatim message, and bite every cuDNN test.
+
+    `prior` is the census of this pairing's require_cudnn run from the same venv, when there is one.
+    """
+    assert isinstance(expect, TeethExpect)
+    out = Findings()
+    bitten = {t.nodeid for t in tests if t.outcome == "failed" and first_line(t.message) == expect.message}
+    other = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
+             if t.outcome in ("failed", "error") and t.nodeid not in bitten
+             and not _matches(expect.known_failures, t.nodeid)]
+    if not any(t.outcome in ("failed", "error") for t in tests):
+        out.reasons.append("canary has no teeth: nothing failed with MATH forced")
+    elif len(bitten) < expect.min_failures:
+        out.reasons.append(f"{len(bitten)} test(s) failed with exactly {expect.message!r}, "
+                           f"min_failures is {expect.min_failures}")
+    if other:
+        out.reasons.append(f"{len(other)} failure(s) other than the canary's: {_listing(other)}")
+    if prior is None:
+        out.warnings.append("teeth coverage not checked: no up-to-date require_cudnn result for this pairing")
+        out.coverage = TeethCoverage(checked=False)
+        return out
+    cudnn_tests = prior.cudnn_tests()
+    toothless = [n for n in cudnn_tests if n not in bitten]
+    declared = [n for n in toothless if _matches(expect.known_toothless, n)]
+    undeclared = [n for n in toothless if n not in declared]
+    if undeclared:
+        out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
+                           f"fail with the verbatim message when MATH was forced: {_listing(undeclared)}")
+    out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
+                                 declared, undeclared)
+    return out
+
+
+OutcomeJudge = Callable[[DispatchExpect, list[TestResult], Counts, Dispatch | None], Findings]
+
+
+def judge(outcomes: OutcomeJudge, expect: DispatchExpect, exit_code: int, report: ProbeReport | None,
+          preload: tuple[str, ...], venv: str, prior: Dispatch | None = None) -> Verdict:
+    """The common checks (exit code, report, dispatch rules, audit) plus the mode's own `outcomes` judge."""
+    tests = tests_of(report)
+    counts = count(report, tests)
+    reasons: list[str] = []
+    _pytest_exit(exit_code, reasons)
+    if report is None:
+        reasons.append("the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)")
+    found = outcomes(expect, tests, counts, prior)
+    reasons += found.reasons
+    _dispatch_rules(expect, tests, reasons)
+    libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
+    reasons += lib_reasons
+    warnings = found.warnings + lib_warnings
+    return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
+                   found.coverage)

@@ -1,0 +1,14 @@
+"""The in-process probe: a pytest plugin loaded into every test process with `-p ort_matrix_probe.plugin`.
+
+It is copied into each test venv, so it imports only the standard library and
+pytest, never the engine. One job per module:
+
+    inject.py      force CUDA EP provider options into every InferenceSession
+    fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run()
+    ortpatch.py    patch onnxruntime when the tests import it, never before
+    audit.py       which CUDA/cuDNN files serve this process
+    provenance.py  what is installed, read from metadata without importing it
+    report.py      outcomes per test, and the JSON report the engine judges
+    schema.py      the report's shape, shared with the engine
+    plugin.py      the pytest hooks that tie them together
+"""

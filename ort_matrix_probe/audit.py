@@ -1,0 +1,101 @@
+"""Which CUDA and cuDNN files really serve this process.
+
+torch bundles its own cuDNN, and on a GPU host both copies end up mapped, so a
+file list alone proves nothing: what matters is what a by-name load, as ORT
+does it, resolves to now. Usable outside pytest too (a doctor can call it).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import re
+import sys
+
+from .schema import Audit, CudnnCopy, LibraryHit
+
+_WANTED = re.compile(r"/lib(cudart|cudnn[a-z_]*|cublas[A-Za-z]*|onnxruntime_providers_cuda)\.so")
+_CUDNN_SHIM = re.compile(r"/libcudnn\.so(\.[0-9]+)*$")
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def by_name(sonames: list[str], symbol: str) -> LibraryHit:
+    """What dlopen(<soname>) gives this process now, with the version it reports."""
+    for soname in sonames:
+        try:
+            lib = ctypes.CDLL(soname)
+        except OSError:
+            continue
+        fn = getattr(lib, symbol)
+        info = _DlInfo()
+        ctypes.CDLL(None).dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
+        version: int | None
+        if symbol == "cudnnGetVersion":
+            fn.restype = ctypes.c_size_t
+            version = int(fn())
+        else:
+            out = ctypes.c_int(0)
+            version = int(out.value) if fn(ctypes.byref(out)) == 0 else None
+        path = os.path.realpath(info.dli_fname.decode()) if info.dli_fname else None
+        return {"soname": soname, "file": path, "version": version}
+    return {"soname": sonames[0] if sonames else None, "file": None, "version": None, "error": "not found"}
+
+
+def mapped_files() -> list[str]:
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    found.append(parts[5].strip())
+    except OSError:
+        pass
+    return sorted(set(found))
+
+
+def file_version(path: str) -> str | None:
+    """The version a file was shipped as: from its name, or from the pip dist that owns it (torch's copy)."""
+    named = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", path)
+    if named:
+        return named.group(1)
+    head, sep, _ = path.partition("/site-packages/")
+    for meta in sorted(glob.glob(f"{head}{sep}nvidia_cudnn*.dist-info/METADATA")) if sep else ():
+        with open(meta) as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    return None
+
+
+def _cudnn_copy(path: str) -> CudnnCopy:
+    reports = None
+    try:
+        fn = ctypes.CDLL(path).cudnnGetVersion
+        fn.restype = ctypes.c_size_t
+        reports = int(fn())  # a cuDNN 9 shim forwards to whichever sub-libraries are loaded
+    except (OSError, AttributeError):
+        pass
+    return {"file": path, "file_version": file_version(path), "reports": reports}
+
+
+def audit() -> Audit:
+    mapped = mapped_files()
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p]
+    cudart_names = [re.sub(r"(\.so\.\d+).*", r"\1", os.path.basename(p)) for p in preload if "libcudart.so" in p]
+    cudart_names = cudart_names or ["libcudart.so.13", "libcudart.so.12", "libcudart.so.11"]
+    ort = sys.modules.get("onnxruntime")
+    ort_file = getattr(ort, "__file__", None) if ort is not None else None
+    return {
+        "pid": os.getpid(),
+        "mapped": [p for p in mapped if _WANTED.search(p)],
+        "cudnn_copies": [_cudnn_copy(p) for p in mapped if _CUDNN_SHIM.search(p)],
+        "by_name": {"cudnn": by_name(["libcudnn.so.9"], "cudnnGetVersion"),
+                    "cudart": by_name(cudart_names, "cudaRuntimeGetVersion")},
+        "onnxruntime_file": os.path.realpath(ort_file) if ort_file else None,
+        "preload": preload,
+    }

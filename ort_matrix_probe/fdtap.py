@@ -1,0 +1,98 @@
+"""Read what native code prints on fd 1 while ORT runs, and give it back.
+
+ORT prints `SdpaKernel=<TIER>` from C++ straight to fd 1, below Python's
+sys.stdout and below pytest's capture, so the only place to see it is fd 1
+itself. The tap swaps a pipe in for fd 1 while a run is in progress, then
+writes every byte back to whatever fd 1 was (pytest's capture, or a test's own
+dup2 capture), so the tests see exactly what they would have seen alone.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+import threading
+from typing import Callable
+
+_TOKEN = re.compile(rb"SdpaKernel=([A-Z_]+)")
+_ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def tiers_in(data: bytes) -> list[str]:
+    """Every tier token in order; colour codes stripped. The AttentionKernelOptions line has none."""
+    return [t.decode() for t in _TOKEN.findall(_ANSI.sub(b"", data))]
+
+
+def _flush_native() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+class Fd1Tap:
+    """One shared redirection of fd 1 for overlapping runs, reference counted.
+
+    The first run in opens it and the last one out restores fd 1, hands the
+    bytes to `sink` and writes them back. Only open and close take the lock,
+    so concurrent run() calls stay concurrent.
+    """
+
+    def __init__(self, sink: Callable[[bytes], None]) -> None:
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = -1
+        self._reader: threading.Thread | None = None
+        self._chunks: list[bytes] = []
+
+    @staticmethod
+    def _drain(fd: int, chunks: list[bytes]) -> None:
+        while True:
+            block = os.read(fd, 65536)
+            if not block:
+                break
+            chunks.append(block)
+        os.close(fd)
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                sys.stdout.flush()
+                _flush_native()
+                r, w = os.pipe()
+                self._saved = os.dup(1)
+                os.dup2(w, 1)
+                os.close(w)
+                self._chunks = []
+                self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
+                self._reader.start()
+            self._depth += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth:
+                return
+            _flush_native()
+            os.dup2(self._saved, 1)
+            os.close(self._saved)
+            assert self._reader is not None
+            self._reader.join()
+            data = b"".join(self._chunks)
+            self._sink(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view):]
+
+    def around(self, method: Callable[..., object]) -> Callable[..., object]:
+        """`method`, run with fd 1 tapped."""
+        def tapped(*args: object, **kwargs: object) -> object:
+            self.enter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.exit()
+
+        return tapped

@@ -1,0 +1,65 @@
+"""Outcomes per test, and the one JSON report the engine judges.
+
+pytest's own exit code says nothing about skips, and its junit file nothing
+about kernels, so the probe keeps its own record: one entry per test with its
+outcome, its first failure line, and the tiers its runs printed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from .schema import CollectionEntry, ProbeReport, TestEntry
+
+
+def message_of(report: Any) -> str:
+    """The line a person reads first: a skip reason, or the crash message of a failure."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return re.sub(r"^Skipped: ", "", str(longrepr[2]))
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return str(crash.message)
+    text = str(longrepr or "").strip().splitlines()
+    return text[-1] if text else ""
+
+
+def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str) -> None:
+    """Fold one phase report (setup, call or teardown) into its test's entry."""
+    entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
+    entry["duration_s"] = round(entry["duration_s"] + getattr(report, "duration", 0.0), 4)
+    wasxfail = hasattr(report, "wasxfail")
+    if report.when in ("setup", "call") and report.skipped:
+        entry["outcome"] = "xfailed" if wasxfail else "skipped"
+        entry["message"] = str(report.wasxfail) if wasxfail else message_of(report)
+    elif report.when in ("setup", "call") and report.failed:
+        entry["outcome"] = "failed" if report.when == "call" else "error"
+        entry["message"] = message_of(report)
+    elif report.when == "call":
+        entry["outcome"] = "xpassed" if wasxfail else "passed"
+    elif report.when == "teardown":
+        if report.failed:
+            entry["teardown_error"] = message_of(report)
+        for name, value in report.user_properties:
+            if name == sdpa_prop:
+                entry["sdpa"] = list(value)
+            elif name == inject_prop:
+                entry["injections"] = int(value)
+
+
+def collection_entry(report: Any) -> CollectionEntry | None:
+    if report.failed:
+        return {"nodeid": report.nodeid, "outcome": "error", "message": message_of(report)}
+    if report.skipped:
+        return {"nodeid": report.nodeid, "outcome": "skipped", "message": message_of(report)}
+    return None
+
+
+def write(path: str, report: ProbeReport) -> None:
+    """Beside the target, then renamed: the engine never reads half a report."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, default=repr)
+    os.replace(tmp, path)

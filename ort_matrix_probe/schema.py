@@ -1,0 +1,86 @@
+"""The shape of the probe's report, defined once: the probe writes it, the engine reads it.
+
+TypedDicts rather than classes, because the report crosses a process boundary
+as JSON and the probe must stay importable on the test venv's Python.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from typing import NotRequired
+
+REPORT_VERSION = 1
+
+
+class TestEntry(TypedDict):
+    outcome: str | None  # passed failed skipped error xfailed xpassed; None until the test has one
+    message: str
+    sdpa: list[str]  # every SdpaKernel tier the test's runs printed, in order
+    duration_s: float
+    teardown_error: NotRequired[str]
+    injections: NotRequired[int]
+
+
+class CollectionEntry(TypedDict):
+    nodeid: str
+    outcome: str  # error or skipped
+    message: str
+
+
+class LibraryHit(TypedDict):
+    soname: str | None
+    file: str | None
+    version: int | None
+    error: NotRequired[str]
+
+
+class ByName(TypedDict):
+    cudnn: LibraryHit
+    cudart: LibraryHit
+
+
+class CudnnCopy(TypedDict):
+    file: str
+    file_version: str | None  # as shipped: from the file name or the owning dist-info
+    reports: int | None  # what cudnnGetVersion says through this copy
+
+
+class Audit(TypedDict):
+    pid: int
+    mapped: list[str]
+    cudnn_copies: list[CudnnCopy]
+    by_name: ByName
+    onnxruntime_file: str | None
+    preload: list[str]
+
+
+class OrtProvenance(TypedDict):
+    distribution: str
+    version: str
+    package_name: str | None
+    cuda_version: str | None
+    cudnn_version: str | None
+
+
+class TorchProvenance(TypedDict):
+    version: str
+    cuda: str | None
+
+
+class ProvenanceReport(TypedDict):
+    python: str
+    python_executable: str
+    ort: OrtProvenance | None
+    torch: TorchProvenance | None
+
+
+class ProbeReport(TypedDict):
+    report_version: int
+    exitstatus: int
+    duration_s: float
+    tests: dict[str, TestEntry]
+    collection: list[CollectionEntry]
+    audits: list[Audit]
+    outside_tests_sdpa: list[str]
+    provenance: ProvenanceReport
