@@ -33,12 +33,12 @@ def _names(prefix: str, pairings: tuple[Pairing, ...]) -> list[str]:
     parts = [[f"{prefix}-{p.python}-{p.libs}", f"-{p.ort}", f"-{p.torch}"] for p in pairings]
     depth = [1] * len(pairings)
     for _ in range(2):
-        names = ["".join(ps[:d]) for ps, d in zip(parts, depth)]
+        names = ["".join(ps[:d]) for ps, d in zip(parts, depth, strict=True)]
         counts = Counter(names)
         for i, name in enumerate(names):
             if counts[name] > 1:
                 depth[i] += 1
-    return ["".join(ps[:d]) for ps, d in zip(parts, depth)]
+    return ["".join(ps[:d]) for ps, d in zip(parts, depth, strict=True)]
 
 
 def cells_of(matrix: Matrix) -> list[Cell]:
@@ -46,7 +46,7 @@ def cells_of(matrix: Matrix) -> list[Cell]:
     seen: dict[str, Pairing] = {}
     problems: list[Problem] = []
     cells: list[Cell] = []
-    for name, p in zip(names, matrix.pairings):
+    for name, p in zip(names, matrix.pairings, strict=True):
         if name in seen:
             problems.append(Problem(str(matrix.path), p.key, f"declares the same pairing as {seen[name].key} ({name})",
                                     "remove one of the two entries"))

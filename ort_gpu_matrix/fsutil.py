@@ -5,8 +5,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 
 def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
@@ -26,7 +27,10 @@ def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    _replace_atomic(path, lambda f: f.write(text.encode()))
+    def fill(f: IO[bytes]) -> None:
+        f.write(text.encode())
+
+    _replace_atomic(path, fill)
 
 
 def write_json(path: Path, data: Any) -> None:

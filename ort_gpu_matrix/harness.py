@@ -8,7 +8,7 @@ written.
 """
 from __future__ import annotations
 
-from typing import Callable, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 
 from . import results
 from .cells import Cell

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .cells import Cell
@@ -88,7 +88,7 @@ def _asked_version(exe: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def find_interpreter(version: str) -> str | None:
     """A python that really is `version`, starting as few processes as possible.
 
@@ -96,7 +96,7 @@ def find_interpreter(version: str) -> str | None:
     real name gives their version answer without a process; only scripts such
     as pyenv shims, which can lie about what they run, are asked.
     """
-    if "%d.%d" % sys.version_info[:2] == version:
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
         return sys.executable
     for name in (f"python{version}", "python3", "python"):
         exe = shutil.which(name)

@@ -16,7 +16,7 @@ from .kernels import MATH, only
 from .verdicts import OutcomeJudge, judge_counts, judge_teeth
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     NORMAL = "normal"
     REQUIRE_CUDNN = "require_cudnn"
     TEETH = "teeth"

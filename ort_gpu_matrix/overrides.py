@@ -7,9 +7,9 @@ the tests share built venvs through MATRIX_VENVS.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 
 @dataclass(frozen=True)

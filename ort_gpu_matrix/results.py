@@ -11,8 +11,8 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,7 +53,7 @@ class Provenance:
 
     @classmethod
     def of(cls, report: ProbeReport | None, ort_wheel_sha256: str | None) -> Provenance:
-        seen = (report or {}).get("provenance")
+        seen = report["provenance"] if report else None
         if not seen:
             return cls(ort_wheel_sha256=ort_wheel_sha256)
         return cls(seen["python"], seen["python_executable"], seen["ort"], seen["torch"], ort_wheel_sha256)
@@ -157,7 +157,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         warnings=verdict.warnings,
         counts=verdict.counts,
         pytest_exit_code=outcome.exit_code,
-        started=datetime.fromtimestamp(outcome.started, timezone.utc).isoformat(timespec="seconds"),
+        started=datetime.fromtimestamp(outcome.started, UTC).isoformat(timespec="seconds"),
         duration_s=outcome.duration_s,
         env=outcome.env,
         command=outcome.command,

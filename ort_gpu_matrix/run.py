@@ -12,15 +12,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from packaging.version import Version
 
-from ort_matrix_probe.schema import ProbeReport
-
 import ort_matrix_probe
+from ort_matrix_probe.schema import ProbeReport
 
 from .cells import Cell
 from .fsutil import copy_atomic, private_dir

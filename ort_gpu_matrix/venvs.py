@@ -13,10 +13,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .cells import Cell
 from .config.model import Matrix
@@ -46,7 +47,7 @@ def sha256_of(path: Path) -> str:
     return _sha256(str(path), st.st_size, st.st_mtime_ns)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -11,8 +11,9 @@ import enum
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ort_matrix_probe.schema import Audit, ProbeReport
 
@@ -29,7 +30,7 @@ EXIT_MEANING = {
 LISTED = 8  # how many offenders a reason names before it says "and N more"
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """A mode's verdict, as nox's sessions have a status."""
 
     PASS = "pass"
@@ -129,7 +130,7 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
 
 def count(report: ProbeReport | None, tests: list[TestResult]) -> Counts:
     c = Counter(t.outcome for t in tests)
-    collected = len([n for n, t in (report or {}).get("tests", {}).items() if t.get("outcome")])
+    collected = len([n for n, t in (report["tests"] if report else {}).items() if t.get("outcome")])
     return Counts(collected=collected, passed=c["passed"], failed=c["failed"], errors=c["error"],
                   skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"])
 
@@ -168,7 +169,7 @@ def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: li
 
 def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
     """What served the tests: mapped files, by-name resolution, where onnxruntime came from."""
-    audits = list((report or {}).get("audits", []))
+    audits = list(report["audits"]) if report else []
     reasons: list[str] = []
     warnings: list[str] = []
     pinned = {"cudnn": next((p for p in preload if "/libcudnn" in p), None),

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 _TOKEN = re.compile(rb"SdpaKernel=([A-Z_]+)")
 _ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")

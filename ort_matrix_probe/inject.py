@@ -8,7 +8,8 @@ that use it, so every form is handled and every rewrite is recorded.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 CUDA_EP = "CUDAExecutionProvider"
 
@@ -18,8 +19,11 @@ INJECTIONS: list[dict[str, Any]] = []
 
 
 def inject_options(providers: Any, provider_options: Any, forced: dict[str, str]) -> tuple[Any, Any]:
-    """Merge `forced` into the CUDA EP's options for all three ways of naming providers."""
-    if not providers:
+    """Merge `forced` into the CUDA EP's options for all three ways of naming providers.
+
+    Providers that do not name the CUDA EP come back as the very same objects: nothing was injected.
+    """
+    if not providers or not any((p if isinstance(p, str) else p[0]) == CUDA_EP for p in providers):
         return providers, provider_options
     if provider_options is not None:
         names = [p if isinstance(p, str) else p[0] for p in providers]

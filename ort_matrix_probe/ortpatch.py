@@ -7,12 +7,14 @@ and patches it as it finishes loading.
 """
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .fdtap import Fd1Tap
 from .inject import wrap_providers
@@ -31,8 +33,8 @@ class Patch:
 
 
 def _install(cls: type, name: str, wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:
+    functools.update_wrapper(wrapper, original)  # sets __wrapped__: a later session unwraps before re-patching
     setattr(wrapper, _MARK, True)
-    setattr(wrapper, "__wrapped__", original)
     setattr(cls, name, wrapper)
 
 
@@ -40,28 +42,37 @@ def _unwrapped(cls: type, name: str) -> Any:
     """The method as ORT defined it: a later session re-patches instead of stacking wrappers."""
     method = getattr(cls, name, None)
     while method is not None and getattr(method, _MARK, False):
-        method = method.__wrapped__
+        method = getattr(method, "__wrapped__", None)
     return method
 
 
-def patch_module(module: ModuleType, patch: Patch) -> None:
+def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
+    """Wrap ORT's methods for this session; returns what puts ORT's own methods back."""
+    installed: list[tuple[type, str, Any]] = []
     session_cls = module.InferenceSession
-    for name in ("__init__", "set_providers"):
-        original = _unwrapped(session_cls, name)
-        if patch.forced:
+    if patch.forced:
+        for name in ("__init__", "set_providers"):
+            original = _unwrapped(session_cls, name)
             _install(session_cls, name, wrap_providers(original, name, patch.forced, patch.on_injection), original)
-        elif original is not None:
-            setattr(session_cls, name, original)
+            installed.append((session_cls, name, original))
     run_cls = getattr(module, "Session", session_cls)
     for name in ("run", "run_with_iobinding"):
         original = _unwrapped(run_cls, name)
         if original is not None:
             _install(run_cls, name, patch.tap.around(original), original)
+            installed.append((run_cls, name, original))
+
+    def restore() -> None:
+        for cls, name, original in installed:
+            setattr(cls, name, original)
+
+    return restore
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     def __init__(self, patch: Patch) -> None:
         self.patch = patch
+        self.restore: Callable[[], None] = lambda: None
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
         if name != TARGET:
@@ -75,27 +86,28 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             return spec
         loader: Any = spec.loader
         exec_module = loader.exec_module
-        patch = self.patch
 
         def exec_and_patch(module: ModuleType) -> None:
             exec_module(module)
-            patch_module(module, patch)
+            self.restore = patch_module(module, self.patch)
 
         loader.exec_module = exec_and_patch
         return spec
 
 
 def arm(patch: Patch) -> Callable[[], None]:
-    """Patch ORT now if the tests already imported it, else when they do. Returns the disarm."""
+    """Patch ORT now if the tests already imported it, else when they do. Returns the disarm,
+    which stops waiting and puts ORT's own methods back, so a later session in the same
+    process (pytester's inline runs) patches afresh instead of stacking wrappers."""
     module = sys.modules.get(TARGET)
     if module is not None:
-        patch_module(module, patch)
-        return lambda: None
+        return patch_module(module, patch)
     finder = _PatchOnImport(patch)
     sys.meta_path.insert(0, finder)
 
     def disarm() -> None:
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
+        finder.restore()
 
     return disarm

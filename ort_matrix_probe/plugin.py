@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 

@@ -6,8 +6,9 @@ before nox lists or runs anything.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ort_gpu_matrix.cells import Cell, cells_of
 from ort_gpu_matrix.config.loader import load_matrix
@@ -25,11 +26,11 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
           earlier: dict[str, Result], print_table: bool) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
         if isinstance(resolved, MatrixError):
-            session.error(str(resolved))
+            return session.error(str(resolved))  # type: ignore[no-any-return]
         try:
             written = run_cell(matrix, cell, resolved, modes, session.posargs, earlier, log=session.log, echo=print)
         except (MatrixError, BuildError) as exc:
-            session.error(str(exc))
+            return session.error(str(exc))  # type: ignore[no-any-return]
         if print_table:
             print(table.render(cell.name, written))
         failed = [r.session for r in written if not r.passed]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]  # suites the harness runs, never collected here
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,11 +1,11 @@
 """One venv per pairing: shared by the modes, reused while the fingerprint holds, rebuilt whole."""
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-
-from conftest import CELL, ORT_CPU, PY, SUITES, VENV
+from conftest import CELL, ORT_CPU, PY, REPO, SUITES, VENV
 
 
 def test_modes_share_one_venv_and_an_unchanged_fingerprint_installs_nothing(harness):
@@ -122,3 +122,45 @@ def test_a_local_wheel_is_installed_and_its_sha256_recorded(harness, tmp_path, w
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert r["provenance"]["ort_wheel_sha256"] == sha == r["venv"]["fingerprint"]["ort_sha256"]
     assert r["provenance"]["ort"]["version"] == "1.32.0"
+
+
+def test_a_rebuild_names_the_fingerprint_fields_that_changed(harness, tmp_path):
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_allpass.py"])
+    assert "it does not exist yet" in harness.nox("-s", CELL).output
+    harness.write(["test_allpass.py"], suite_extra='requirements = ["iniconfig"]', matrix_extra='tools = ["pytest>=8"]')
+    run = harness.nox("-s", CELL)
+    assert "changed: rebuilding (changed: suite_requirements, tools)" in run.output, run.output[-2000:]
+
+
+def test_changed_fields_are_dotted_for_nested_keys():
+    from ort_gpu_matrix.venvs import changed_fields
+
+    old = {"ort": "a", "torch": {"index_url": "x", "skip": True}, "with": []}
+    new = {"ort": "a", "torch": {"index_url": "y", "skip": True}, "with": [], "tools": ["pytest"]}
+    assert changed_fields(old, new) == ["tools", "torch.index_url"]
+    assert changed_fields(new, new) == []
+
+
+def test_uv_is_found_through_its_package_when_not_on_path(monkeypatch, tmp_path):
+    import uv
+
+    from ort_gpu_matrix.venvs import find_uv
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty dir: no uv on PATH
+    assert find_uv() == str(uv.find_uv_bin())
+
+
+def test_the_default_dot_matrix_dir_is_marked_as_a_cache(harness, tmp_path):
+    """Results left at their default land in .matrix/, which says it is a cache to backup tools and git."""
+    harness.write(["test_allpass.py"])
+    env = {k: v for k, v in os.environ.items() if k != "MATRIX_RESULTS"}
+    env.update(MATRIX_TOML=str(harness.matrix), MATRIX_VENVS=str(harness.venvs))
+    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    cache = tmp_path / ".matrix"
+    assert (cache / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert (cache / "results" / f"{CELL}-normal.json").is_file()
+    assert not (harness.venvs / "CACHEDIR.TAG").exists()  # a venvs dir of the user's choosing is left alone

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
-from .model import (BACKENDS, ID_PATTERN, Libs, Matrix, Ort, Rule, Settings, Suite, Torch, keys_of)
+from .model import BACKENDS, ID_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
 from .pairings import expand
 
 T = TypeVar("T")
@@ -213,7 +213,7 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
     path = path.resolve()
     data = read_toml(path)
     r = Reader(str(path))
-    r.table(data, "(top level)", {"matrix", "ort", "torch", "libs", "pairing", "suite"})
+    r.table(data, "(top level)", {"$schema", "matrix", "ort", "torch", "libs", "pairing", "suite"})
     settings = _settings(r, data, overrides)
     orts, torches, libs, suites = _orts(r, data), _torches(r, data), _libs(r, data), _suites(r, data)
     pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,12 +20,14 @@ from ..overrides import Workspace
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
+_ANY_BACKEND = "|".join(BACKENDS)
 
 
 def key(doc: str, default: Any = None, *, toml: str | None = None, required: bool = False, regex: bool = False,
-        minimum: int | None = None, example: str | None = None) -> Any:
+        minimum: int | None = None, example: str | None = None, pattern: str | None = None) -> Any:
     """A TOML key: its doc, default and checks travel with the field."""
-    meta = {"doc": doc, "toml": toml, "required": required, "regex": regex, "minimum": minimum, "example": example}
+    meta = {"doc": doc, "toml": toml, "required": required, "regex": regex, "minimum": minimum, "example": example,
+            "pattern": pattern}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -42,11 +43,21 @@ class KeySpec:
     regex: bool
     minimum: int | None
     example: str | None
+    pattern: str | None  # a JSON Schema pattern the loader checks by hand, with a better message
     default: Any
 
 
-@cache
+_KEYS: dict[type, tuple[KeySpec, ...]] = {}
+
+
 def keys_of(cls: type) -> tuple[KeySpec, ...]:
+    """The TOML keys of a model class, in declaration order (computed once per class)."""
+    if cls not in _KEYS:
+        _KEYS[cls] = _keys_of(cls)
+    return _KEYS[cls]
+
+
+def _keys_of(cls: type) -> tuple[KeySpec, ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -56,7 +67,7 @@ def keys_of(cls: type) -> tuple[KeySpec, ...]:
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         out.append(KeySpec(m["toml"] or f.name, f.name, hints[f.name], m["doc"], m["required"], m["regex"],
-                           m["minimum"], m["example"], default))
+                           m["minimum"], m["example"], m["pattern"], default))
     return tuple(out)
 
 
@@ -64,9 +75,10 @@ def keys_of(cls: type) -> tuple[KeySpec, ...]:
 class Settings:
     """[matrix]: what every pairing shares."""
 
-    prefix: str = key("cell session names start with it", "gpu", example='"gpu"')
+    prefix: str = key("cell session names start with it", "gpu", example='"gpu"', pattern=f"^{ID_PATTERN}$")
     pythons: tuple[str, ...] = key("python versions, used when [pairing] has no include", (), example='["3.12"]')
-    backend: str = key("venv backends, the first one available wins", "uv|virtualenv", example='"uv|virtualenv"')
+    backend: str = key("venv backends, the first one available wins", "uv|virtualenv", example='"uv|virtualenv"',
+                       pattern=f"^({_ANY_BACKEND})(\\|({_ANY_BACKEND}))*$")
     wheelhouse: tuple[str, ...] = key("extra --find-links dirs; ${VAR} expanded, relative to the matrix file", ())
     offline: bool = key("installs never touch an index (--no-index)", False)
     suite: str | None = key("the suite a pairing runs unless it names another", None, example='"dispatch"')

@@ -30,7 +30,8 @@ def _candidates(r: Reader, p: dict[str, Any], declared: dict[str, tuple[str, ...
             where = "matrix.pythons" if axis == "python" else f"[{axis}.<id>]"
             r.bad(where, f"no {axis} declared, so the matrix has no pairings", f"declare at least one {axis}")
     combos = itertools.product(*(declared[a] for a in AXES))
-    return [(f"pairing (combination {n})", IncludeEntry(*combo)) for n, combo in enumerate(combos)]
+    return [(f"pairing (combination {n})", IncludeEntry(python, ort, torch, libs))
+            for n, (python, ort, torch, libs) in enumerate(combos)]
 
 
 def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[str, ...]],

@@ -26,5 +26,5 @@ def render(cell: str, results: list[Result]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     lines = [f"cell {cell}"]
     for row in rows:
-        lines.append("  ".join(col.ljust(w) for col, w in zip(row[:6], widths)) + "  " + row[6])
+        lines.append("  ".join(col.ljust(w) for col, w in zip(row[:6], widths, strict=True)) + "  " + row[6])
     return "\n".join(lines)

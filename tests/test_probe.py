@@ -1,0 +1,171 @@
+"""The probe as a pytest plugin, through pytester: real pytest runs, real onnxruntime (CPU), real fd 1."""
+import json
+
+import onnxruntime  # imported once, here: pytester drops modules a test imports, and numpy cannot load twice
+import pytest
+from conftest import REPO
+
+PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
+
+TINYORT = '''
+import os
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+
+def model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+class Printing:
+    """A real session whose native run also prints the tier, on fd 1, as ORT's CUDA kernels do."""
+
+    def __init__(self, inner, tier):
+        self.inner, self.tier = inner, tier
+
+    def run(self, *a, **k):
+        os.write(1, b"AttentionKernelOptions: CUDNN_FLASH_ATTENTION=1 MATH=1\\n")
+        os.write(1, b"\\x1b[1;32mOperator=Attention SdpaKernel=" + self.tier + b"\\x1b[0m\\n")
+        return self.inner.run(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def session(tier=b"CUDNN_FLASH_ATTENTION", providers=("CPUExecutionProvider",)):
+    s = ort.InferenceSession(model(), providers=list(providers))
+    s._sess = Printing(s._sess, tier)
+    return s
+
+
+def feed():
+    return {"x": np.array([1.0, 2.0], dtype=np.float32)}
+'''
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the subprocess imports the probe from this checkout
+    pytester.makepyfile(tinyort=TINYORT)
+    report = pytester.path / "report.json"
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+    monkeypatch.delenv("ORT_MATRIX_CUDA_OPTIONS", raising=False)
+    return pytester, report
+
+
+def test_every_outcome_lands_in_the_report(suite):
+    pytester, report = suite
+    pytester.makepyfile(test_outcomes='''
+import pytest
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+def test_pass(): pass
+def test_fail(): assert 1 == 2, "one is not two"
+def test_skip(): pytest.skip("not here")
+@pytest.mark.xfail(reason="known")
+def test_xfail(): assert False
+def test_teardown(broken_teardown): pass
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 1
+    data = json.loads(report.read_text())
+    assert data["report_version"] == 1 and data["exitstatus"] == 1
+    outcomes = {k.split("::")[1]: v["outcome"] for k, v in data["tests"].items()}
+    assert outcomes == {"test_pass": "passed", "test_fail": "failed", "test_skip": "skipped",
+                        "test_xfail": "xfailed", "test_teardown": "passed"}
+    tests = {k.split("::")[1]: v for k, v in data["tests"].items()}
+    assert tests["test_fail"]["message"].startswith("AssertionError: one is not two")
+    assert tests["test_skip"]["message"] == "not here"
+    assert tests["test_teardown"]["teardown_error"] == "RuntimeError: teardown broke"
+    (audit,) = data["audits"]
+    assert audit["onnxruntime_file"] is None  # nothing imported onnxruntime
+    assert data["provenance"]["ort"]["version"] == onnxruntime.__version__
+
+
+def test_the_census_counts_tier_tokens_per_test_and_never_the_options_line(suite):
+    pytester, report = suite
+    pytester.makepyfile(test_census='''
+import os
+from tinyort import session, feed
+
+def test_cudnn():
+    s = session()
+    s.run(None, feed())
+    s.run(None, feed())
+
+def test_math():
+    session(b"MATH").run(None, feed())
+
+def test_printed_outside_run():
+    os.write(1, b"SdpaKernel=CUDNN_FLASH_ATTENTION\\n")  # not during a run: not ORT's dispatch line
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0
+    tests = {k.split("::")[1]: v["sdpa"] for k, v in json.loads(report.read_text())["tests"].items()}
+    assert tests == {"test_cudnn": ["CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"], "test_math": ["MATH"],
+                     "test_printed_outside_run": []}
+
+
+def test_forced_options_reach_the_cuda_ep_and_are_counted_per_test(suite, monkeypatch):
+    pytester, report = suite
+    monkeypatch.setenv("ORT_MATRIX_CUDA_OPTIONS", '{"sdpa_kernel": 16}')
+    pytester.makepyfile(test_inject='''
+from ort_matrix_probe import inject
+from tinyort import session
+
+def test_named():
+    before = len(inject.INJECTIONS)
+    session(providers=("CUDAExecutionProvider", "CPUExecutionProvider"))
+    (entry,) = inject.INJECTIONS[before:]
+    assert entry["passed"]["providers"][0] == ("CUDAExecutionProvider", {"sdpa_kernel": "16"})
+
+def test_cpu_only_is_left_alone():
+    before = len(inject.INJECTIONS)
+    session()
+    assert inject.INJECTIONS[before:] == []
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0, result.stdout.str()
+    tests = {k.split("::")[1]: v for k, v in json.loads(report.read_text())["tests"].items()}
+    assert tests["test_named"]["injections"] == 1 and tests["test_cpu_only_is_left_alone"]["injections"] == 0
+
+
+def test_sessions_in_one_process_patch_afresh_and_leave_ort_as_it_was(pytester, monkeypatch):
+    """Two inline pytest sessions: each patches ORT for itself, and ORT is unpatched after each."""
+    monkeypatch.setenv("ORT_MATRIX_CUDA_OPTIONS", '{"sdpa_kernel": "16"}')
+    monkeypatch.delenv("ORT_MATRIX_REPORT", raising=False)
+    original_run = onnxruntime.InferenceSession.run
+    pytester.makepyfile(test_patched='''
+import onnxruntime
+
+def test_run_is_wrapped_once():
+    run = onnxruntime.InferenceSession.run
+    assert getattr(run, "_ort_matrix_probe", False)
+    assert not getattr(run.__wrapped__, "_ort_matrix_probe", False)
+    assert getattr(onnxruntime.InferenceSession.__init__, "_ort_matrix_probe", False)
+''')
+    for _ in range(2):
+        pytester.inline_run(*PLUGIN).assertoutcome(passed=1)
+        assert onnxruntime.InferenceSession.run is original_run
+        assert not getattr(onnxruntime.InferenceSession.__init__, "_ort_matrix_probe", False)
+
+
+def test_the_probes_state_lives_in_config_stash(pytester, monkeypatch):
+    monkeypatch.delenv("ORT_MATRIX_REPORT", raising=False)
+    pytester.makepyfile(test_stash='''
+from ort_matrix_probe.plugin import PROBE
+
+def test_state(pytestconfig):
+    probe = pytestconfig.stash[PROBE]
+    assert probe.current.endswith("::test_state")
+    assert pytestconfig.pluginmanager.get_plugin("ort_matrix_probe.session") is probe
+''')
+    pytester.inline_run(*PLUGIN).assertoutcome(passed=1)

@@ -1,0 +1,56 @@
+"""The typed Result: what a nox run stores is what a reader gets back, and a foreign version is refused."""
+import json
+
+import pytest
+from conftest import CELL, PY, SUITES, Harness
+
+from ort_gpu_matrix.results import SCHEMA_VERSION, Result, ResultError, load
+from ort_gpu_matrix.verdicts import Status, TeethCoverage
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, venvs):
+    """One real teeth run through nox (require_cudnn first, so coverage is checked) to read back."""
+    h = Harness(tmp_path_factory.mktemp("results"), venvs)
+    h.write(["test_canary.py"], root=SUITES / "canary", modes=["require_cudnn", "teeth"],
+            expect="[suite.s.expect.teeth]\nmin_failures = 3\n"
+                   'known_toothless = [{ test = "values_only", reason = "value-only" }]\n')
+    run = h.nox("-s", f"t-{PY}-x")
+    return run
+
+
+def test_a_stored_result_reads_back_equal_and_typed(stored):
+    path = stored.results_dir / f"{CELL}-teeth.json"
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    result = load(path)
+    assert result.verdict is Status.PASS and result.passed
+    assert isinstance(result.teeth_coverage, TeethCoverage) and result.teeth_coverage.bitten == 3
+    assert result.counts.failed == 3
+    assert result.to_dict() == data  # nothing lost or added on the way through the types
+
+
+def test_an_unknown_schema_version_is_refused_with_the_file_named(stored, tmp_path):
+    path = stored.results_dir / f"{CELL}-teeth.json"
+    data = json.loads(path.read_text())
+    for version in (SCHEMA_VERSION + 1, None):
+        data["schema_version"] = version
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(data))
+        with pytest.raises(ResultError, match=rf"^{bad}: schema_version {version!r} is not one"):
+            load(bad)
+
+
+def test_a_file_that_is_not_a_result_is_refused(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(ResultError, match=f"^{bad}: cannot be read as a result"):
+        load(bad)
+    bad.write_text(json.dumps({"schema_version": SCHEMA_VERSION, "session": "s"}))
+    with pytest.raises(ResultError, match=f"^{bad}: "):
+        load(bad)
+
+
+def test_unchecked_coverage_is_one_key():
+    assert TeethCoverage().to_dict() == {"checked": False}
+    assert Result.__dataclass_fields__["schema_version"].default == SCHEMA_VERSION

@@ -1,0 +1,60 @@
+"""The JSON Schema comes from the model the loader validates with, and agrees with it."""
+import json
+import re
+import tomllib
+
+import jsonschema
+import pytest
+from conftest import REPO
+
+from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.config.schema import schema
+from ort_gpu_matrix.errors import MatrixError
+
+
+@pytest.fixture(scope="module")
+def validator():
+    jsonschema.Draft202012Validator.check_schema(schema())
+    return jsonschema.Draft202012Validator(schema())
+
+
+def test_the_committed_schema_is_the_generated_one():
+    committed = json.loads((REPO / "matrix.schema.json").read_text())
+    assert committed == schema(), "regenerate: python -m ort_gpu_matrix.config.schema > matrix.schema.json"
+
+
+def _readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    (example,) = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[matrix]" in b]
+    return example
+
+
+@pytest.mark.parametrize("source", ["shipped", "readme"])
+def test_the_shipped_matrix_and_the_readme_example_are_valid(validator, source):
+    text = (REPO / "matrix.toml").read_text() if source == "shipped" else _readme_example()
+    assert list(validator.iter_errors(tomllib.loads(text))) == []
+
+
+BAD = [
+    ('[libs.x]\nnone = true\ncudnnn = "/x"', "libs.x.cudnnn"),
+    ('[libs.x]\nnone = true\nsearch = ["/x"]', "libs.x"),
+    ('[ort.a]\nrequirement = "onnxruntime"\nwheel = "x.whl"', "ort.a"),
+    ('[torch.t]\nskip = false', "torch.t.skip"),
+    ('[matrix]\nbackend = "uv|conda"', "matrix.backend"),
+    ('[matrix]\nmodes = ["normal", "fast"]', "matrix.modes"),
+    ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.normal]\nknown_toothless = []', "suite.s.expect.normal.known_toothless"),
+    ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.teeth]\nallowed_skips = []', "suite.s.expect.teeth.allowed_skips"),
+    ('[suite.s]\nfiles = ["t.py"]', "suite.s.root"),
+    ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.teeth]\nmin_failures = -1', "suite.s.expect.teeth.min_failures"),
+]
+
+
+@pytest.mark.parametrize("text, key", BAD, ids=[k for _, k in BAD])
+def test_schema_and_loader_reject_the_same_inputs(validator, tmp_path, text, key):
+    data = tomllib.loads(text)
+    assert list(validator.iter_errors(data)), f"the schema accepts {text!r}"
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    assert key in [p.key for p in info.value.problems], info.value.render()
