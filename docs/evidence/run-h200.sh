@@ -28,8 +28,8 @@ PY
   MATRIX_RESULTS=$RES/main python3 -m nox -s gpu-3.12-cu130 gpu-3.12-unpinned; echo "nox exit: $?"
   echo "## 2. toothless detection: the known_toothless declaration removed"
   variant undeclared-toothless 'known_toothless = \[.*?\n\]\n' ''
-  cp -r "$RES/main" "$RES/toothless"
-  MATRIX_TOML=matrix-undeclared-toothless.toml MATRIX_RESULTS=$RES/toothless python3 -m nox -s gpu-3.12-cu130-teeth
+  # teeth checks coverage against the require_cudnn run of the same nox process
+  MATRIX_TOML=matrix-undeclared-toothless.toml MATRIX_RESULTS=$RES/toothless python3 -m nox -s gpu-3.12-cu130-require_cudnn gpu-3.12-cu130-teeth
   echo "nox exit: $? (expected non-zero)"
   echo "## 3. the guard's own teeth: MATH forced through suite.provider_options, require_cudnn must fail"
   variant forced-math '\[suite\.dispatch\]\n' '[suite.dispatch]\nprovider_options = { sdpa_kernel = "16" }\n'

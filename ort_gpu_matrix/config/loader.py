@@ -148,35 +148,27 @@ def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings
                     s.offline or overrides.offline, s.suite, s.modes, s.tools)
 
 
-def _orts(r: Reader, data: dict[str, Any]) -> dict[str, Ort]:
+def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dict[str, T]:
+    """[section.<id>] tables read as `cls`, each in exactly one of the class's FORMS."""
+    forms: tuple[tuple[str, ...], ...] = getattr(cls, "FORMS", ())
+    flags = [f[0] for f in forms if len(f) == 1 and any(s.name == f[0] and s.hint is bool for s in keys_of(cls))]
     out = {}
-    for ident, body in r.ids(data, "ort").items():
-        r.one_form(body, f"ort.{ident}", Ort.FORMS)
-        out[ident] = r.entry(body, f"ort.{ident}", Ort, id=ident)
+    for ident, body in r.ids(data, section).items():
+        key = f"{section}.{ident}"
+        r.one_form(body, key, forms)
+        for flag in flags:
+            if body.get(flag) is False:
+                others = " or ".join("/".join(f) for f in forms if f != (flag,))
+                r.bad(f"{key}.{flag}", f"{flag} = false declares nothing", f"write {flag} = true, or use {others}")
+        out[ident] = r.entry(body, key, cls, id=ident)
     return out
 
 
 def _torches(r: Reader, data: dict[str, Any]) -> dict[str, Torch]:
-    out = {}
-    for ident, body in r.ids(data, "torch").items():
-        key = f"torch.{ident}"
-        r.one_form(body, key, Torch.FORMS)
-        if "index_url" in body and "requirement" not in body:
-            r.bad(f"{key}.index_url", "only applies with `requirement`", "remove index_url, or add requirement")
-        if body.get("skip") is False:
-            r.bad(f"{key}.skip", "skip = false declares nothing", "write skip = true, or use requirement/environment")
-        out[ident] = r.entry(body, key, Torch, id=ident)
-    return out
-
-
-def _libs(r: Reader, data: dict[str, Any]) -> dict[str, Libs]:
-    out = {}
-    for ident, body in r.ids(data, "libs").items():
-        key = f"libs.{ident}"
-        r.one_form(body, key, Libs.FORMS)
-        if body.get("none") is False:
-            r.bad(f"{key}.none", "none = false declares nothing", "write none = true, or give cudart/cudnn")
-        out[ident] = r.entry(body, key, Libs, id=ident)
+    out = _entries(r, data, "torch", Torch)
+    for ident, t in out.items():
+        if t.index_url is not None and t.requirement is None:
+            r.bad(f"torch.{ident}.index_url", "only applies with `requirement`", "remove index_url, or add requirement")
     return out
 
 
@@ -215,7 +207,8 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
     r = Reader(str(path))
     r.table(data, "(top level)", {"$schema", "matrix", "ort", "torch", "libs", "pairing", "suite"})
     settings = _settings(r, data, overrides)
-    orts, torches, libs, suites = _orts(r, data), _torches(r, data), _libs(r, data), _suites(r, data)
+    orts, torches = _entries(r, data, "ort", Ort), _torches(r, data)
+    libs, suites = _entries(r, data, "libs", Libs), _suites(r, data)
     pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},
                       tuple(suites))
     if r.problems:
