@@ -1,6 +1,7 @@
 """Atomic writes and private directories: nothing half-written, nothing predictable."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -8,6 +9,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _read_umask()  # read once, at import, before any thread could create a file meanwhile
 
 
 def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
@@ -19,10 +29,11 @@ def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
             fill(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp made it 0600; a plain open() would have respected the umask
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
 
 
@@ -50,17 +61,6 @@ def private_dir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     os.chmod(path, 0o700)
     return path
-
-
-def swap_dir(new: Path, target: Path) -> None:
-    """Put a fully built directory in place of target, as close to atomic as POSIX allows."""
-    if target.exists():
-        trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-        os.rename(target, trash / target.name)
-        os.rename(new, target)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.rename(new, target)
 
 
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This directory holds ort-gpu-matrix's venvs and results: see https://bford.info/cachedir/\n"

@@ -5,21 +5,30 @@ the rest of the nox process, so teeth checks its coverage against the
 require_cudnn census made moments before in the same venv, passed forward in
 memory rather than read back from a results dir that another run may have
 written.
+
+Each mode run holds its session's lock from start to stored result, so two runs
+of one session wait for each other instead of interleaving; its private dir is
+removed whatever happens; and an interrupted run still stores a failing result
+before the interrupt goes on to stop nox.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping, Sequence
+from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from . import results
 from .cells import Cell
 from .config.model import Matrix
 from .fsutil import mark_cache_dir
 from .host import Resolved
+from .junit import JunitError, read
 from .modes import MODES, spec
 from .results import Result
-from .run import keep_artifacts, run_mode
-from .venvs import ensure_venv
-from .verdicts import Dispatch, judge
+from .run import RunOutcome, new_workdir, remove_workdir, run_mode
+from .venvs import Venv, ensure_venv
+from .verdicts import Dispatch, Evidence, judge
 
 
 def _prior(earlier: MutableMapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Dispatch | None:
@@ -30,28 +39,69 @@ def _prior(earlier: MutableMapping[str, Result], cell: Cell, mode: str, fingerpr
     return prior.dispatch if prior is not None and prior.venv.fingerprint == fingerprint else None
 
 
+def evidence(outcome: RunOutcome) -> Evidence:
+    """Every witness the run left, read once here, for the verdict to weigh."""
+    junit, problem = None, None
+    if outcome.report is not None:
+        try:
+            junit = read(outcome.junit)
+        except JunitError as exc:
+            problem = str(exc)
+    return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.digest, junit, problem,
+                    outcome.progress.collected, outcome.stopped, outcome.progress.running)
+
+
+def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) -> FileLock:
+    locks = results_dir / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"{session}.lock")
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        log(f"{session}: waiting for another run of it to finish (lock {lock.lock_file})")
+        lock.acquire()
+    return lock
+
+
+def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: str, posargs: Sequence[str],
+            earlier: MutableMapping[str, Result], log: Callable[[str], None], echo: Callable[[str], None]) -> Result:
+    ws = matrix.workspace
+    session = cell.mode_session(mode)
+    lock = session_lock(ws.results_dir, session, log)
+    try:
+        results.retire_current(ws.results_dir, session)
+        log(f"{session}: pytest in a private dir, LD_PRELOAD={':'.join(resolved.preload) or '(none)'}")
+        workdir = new_workdir(session)
+        try:
+            outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log)
+            verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.preload,
+                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint))
+            result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
+                                   results.new_run_id(outcome.started))
+            stored = results.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,
+                                                            "report": outcome.report_path})
+        finally:
+            if not ws.keep_workdir:
+                remove_workdir(workdir)
+    finally:
+        lock.release()
+    earlier[session] = stored
+    log(f"{session}: {stored.verdict.value.upper()} -> {results.current_path(ws.results_dir, session)}")
+    for reason in stored.reasons:
+        log(f"  reason: {reason}")
+    for warning in stored.warnings:
+        log(f"  warning: {warning}")
+    if outcome.interrupt is not None:
+        raise outcome.interrupt  # stored first; now stop nox, as the signal asked
+    return stored
+
+
 def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str], posargs: Sequence[str],
              earlier: MutableMapping[str, Result], log: Callable[[str], None] = print,
              echo: Callable[[str], None] = print) -> list[Result]:
     ws = matrix.workspace
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
-    venv = ensure_venv(matrix, cell, resolved, log)
-    out = []
-    for mode in (m for m in MODES if m in modes):
-        session = cell.mode_session(mode)
-        log(f"{session}: pytest in a private dir, LD_PRELOAD={':'.join(resolved.preload) or '(none)'}")
-        outcome = run_mode(cell, resolved, venv, mode, session, list(posargs), echo)
-        verdict = judge(spec(mode).judge, cell.suite.expect[mode], outcome.exit_code, outcome.report,
-                        resolved.preload, str(venv.path), _prior(earlier, cell, mode, venv.fingerprint))
-        kept = keep_artifacts(outcome, ws.results_dir, session, ws.keep_workdir)
-        result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict, kept)
-        path = results.store(ws.results_dir, result)
-        earlier[session] = result
-        log(f"{session}: {result.verdict.value.upper()} -> {path}")
-        for reason in result.reasons:
-            log(f"  reason: {reason}")
-        for warning in result.warnings:
-            log(f"  warning: {warning}")
-        out.append(result)
-    return out
+    with ensure_venv(matrix, cell, resolved, log) as venv:
+        return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo)
+                for mode in MODES if mode in modes]

@@ -1,14 +1,23 @@
-"""The result of one mode session: a typed, versioned Result, stored atomically.
+"""The result of one mode session: a typed, versioned Result, stored as one bundle per run.
 
-Results are read back by people, by the teeth check of a later session, and by
-reports and baselines kept for years, so every field is typed here and the file
-carries `schema_version`. A reader refuses a version it does not know instead
-of guessing at it.
+Results are read back by people, by reports and by baselines kept for years, so
+every field is typed here and the file carries `schema_version`. A reader
+refuses a version it does not know instead of guessing at it.
+
+Each run stores its result, log, junit file and probe report together, as one
+directory `runs/<session>/<run id>/` that appears whole or not at all, and then
+`<session>.json` (the current result) is replaced by a copy of it. The current
+result is removed when a run starts, so a run that is interrupted, or that
+cannot write (a full disk), never leaves an older result looking current.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import secrets
+import shutil
+import tempfile
 import types
 import typing
 from dataclasses import dataclass
@@ -19,7 +28,7 @@ from typing import Any, TypeVar
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
 from .cells import Cell
-from .fsutil import write_json
+from .fsutil import UMASK, copy_atomic, write_json
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
@@ -74,7 +83,7 @@ class Result:
     reasons: list[str]
     warnings: list[str]
     counts: Counts
-    pytest_exit_code: int
+    pytest_exit_code: int | None  # None: the harness stopped the run before pytest ended
     started: str
     duration_s: float
     env: dict[str, str]
@@ -88,6 +97,9 @@ class Result:
     libraries: Libraries
     teeth_coverage: TeethCoverage | None
     venv: VenvInfo
+    run_id: str = ""
+    bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
+    stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -145,9 +157,15 @@ def _field(hint: Any, value: Any) -> Any:
     return value
 
 
+def new_run_id(started: float) -> str:
+    """Sortable by start time, unique across hosts: 20261130T061203Z-3fa2c1d8."""
+    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
 def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dict[str, Any], outcome: RunOutcome,
-          verdict: Verdict, kept: dict[str, str | None]) -> Result:
-    """The one place a Result is made: from the run's outcome, its verdict and the copied artifacts."""
+          verdict: Verdict, run_id: str) -> Result:
+    """The one place a Result is made: from the run's outcome and its verdict."""
     return Result(
         session=session,
         mode=mode,
@@ -162,21 +180,73 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         env=outcome.env,
         command=outcome.command,
         workdir=str(outcome.workdir),
-        log=kept.get("log"),
-        junit=kept.get("junit"),
-        report=kept.get("report"),
+        log=None,
+        junit=None,
+        report=None,
         provenance=Provenance.of(outcome.report, fingerprint.get("ort_sha256")),
         dispatch=verdict.dispatch,
         libraries=verdict.libraries,
         teeth_coverage=verdict.teeth_coverage,
         venv=VenvInfo(str(venv_path), fingerprint),
+        run_id=run_id,
+        stopped=outcome.stopped,
     )
 
 
-def store(results_dir: Path, result: Result) -> Path:
-    path = results_dir / f"{result.session}.json"
-    write_json(path, result.to_dict())
-    return path
+class StoreError(Exception):
+    """The result could not be written; the message names the path and the cause."""
+
+
+BUNDLE_FILES = {"log": "pytest.log", "junit": "junit.xml", "report": "report.json"}
+
+
+def current_path(results_dir: Path, session: str) -> Path:
+    return results_dir / f"{session}.json"
+
+
+def retire_current(results_dir: Path, session: str) -> None:
+    """A run is starting: the session's current result is no longer current (unlinking needs no space)."""
+    try:
+        current_path(results_dir, session).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Result:
+    """Write the run's bundle whole, then make it the session's current result. Returns it as stored."""
+    runs = results_dir / "runs" / result.session
+    final = runs / result.run_id
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{result.run_id}.", dir=runs))
+    except OSError as exc:
+        raise StoreError(f"cannot store the result of {result.session} under {runs}: {exc.strerror or exc}") from None
+    try:
+        kept = {}
+        for key, name in BUNDLE_FILES.items():
+            src = artifacts.get(key)
+            if src is not None and src.is_file():
+                copy_atomic(src, tmp / name)
+                kept[key] = str(final / name)
+        stored = dataclasses.replace(result, bundle=str(final), log=kept.get("log"), junit=kept.get("junit"),
+                                     report=kept.get("report"))
+        write_json(tmp / "result.json", stored.to_dict())
+        os.chmod(tmp, 0o777 & ~UMASK)
+        os.rename(tmp, final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise StoreError(f"cannot store the result of {result.session} in {runs}: {exc.strerror or exc}; "
+                         "nothing of this run was kept") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    current = current_path(results_dir, result.session)
+    try:
+        write_json(current, stored.to_dict())
+    except OSError as exc:
+        raise StoreError(f"the run's bundle is complete in {final}, but {current} could not be written: "
+                         f"{exc.strerror or exc}") from None
+    return stored
 
 
 def load(path: Path) -> Result:

@@ -1,20 +1,28 @@
-"""One mode run: pytest in a private 0700 dir, with the pairing's libraries pinned.
+"""One mode run: pytest in a private 0700 dir, supervised, with every witness of what happened gathered.
 
-The test process gets exactly what the recipe needs and nothing it could pick
-up by accident: no inherited PYTHONPATH/LD_PRELOAD, no repo-root cwd (which
-would shadow the wheel with an ORT source dir), no ini file from above the
-suite, and `-P` so that its cwd is never put on sys.path.
+The test process gets exactly what the recipe needs (testenv.py). It runs in a
+process group of its own, so a timeout or a Ctrl-C stops all of it, xdist
+workers included, and never leaves it running into a removed dir. The run
+gathers, separately: pytest's exit code, the probe's report and the digest the
+probe sent through a pipe, the junit file, and the progress file that names the
+tests that were running when a run was stopped. The verdict weighs them.
 """
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 from packaging.version import Version
 
@@ -24,64 +32,46 @@ from ort_matrix_probe.schema import ProbeReport
 from .cells import Cell
 from .fsutil import copy_atomic, private_dir
 from .host import Resolved
-from .modes import spec
+from .testenv import mode_env
 from .venvs import Venv
 
 PROBE = "ort_matrix_probe"
 PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
-SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-            "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "ORT_TEST_REQUIRE_CUDNN_SDPA")
+STOP_GRACE_S = 10.0  # after SIGINT, how long pytest may take to write its report before SIGKILL
+_PR_SET_PDEATHSIG = 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, turned into what nox already handles for Ctrl-C: stop this session and the rest."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the probe's progress file says: items collected, tests started and not yet ended."""
+
+    collected: int | None = None
+    started: tuple[str, ...] = ()
+    running: tuple[str, ...] = ()
 
 
 @dataclass
 class RunOutcome:
-    exit_code: int
+    exit_code: int | None  # None: the run was stopped before pytest ended on its own
     workdir: Path
     log: Path
     junit: Path
+    report_path: Path
     report: ProbeReport | None
+    report_sha256: str | None  # of the file as the engine read it
+    digest: str | None  # what the probe sent through the pipe
+    progress: Progress
     env: dict[str, str]
     started: float
     duration_s: float
     command: list[str] = field(default_factory=list)
-
-
-def mode_env(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """The full environment of the test process, and the part of it the result records."""
-    mode_spec = spec(mode)
-    options = {**cell.suite.provider_options, **mode_spec.forced_options}
-    applied = {
-        "LD_PRELOAD": ":".join(r.preload),
-        "LD_LIBRARY_PATH": ":".join(dict.fromkeys(os.path.dirname(p) for p in r.preload)),
-        "PYTHONPATH": ":".join(r.pythonpath),
-        "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
-        "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
-        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode_spec.require_cudnn else {}),
-        **cell.suite.env,
-    }
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED and not k.startswith("ORT_MATRIX_")}
-    env.update({k: v for k, v in applied.items() if v})
-    env.update({
-        "PATH": f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        "VIRTUAL_ENV": str(venv.path),
-        "PYTHONSAFEPATH": "1",
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "ORT_MATRIX_REPORT": str(workdir / "report.json"),
-    })
-    return env, applied
-
-
-def _tee(cmd: list[str], env: dict[str, str], cwd: Path, log: Path, echo: Callable[[str], None]) -> int:
-    with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sink.write(line)
-            echo(line.rstrip("\n"))
-        return proc.wait()
+    stopped: str | None = None  # "interrupted (SIGINT)", "timed out after 5 s"
+    interrupt: KeyboardInterrupt | None = None  # re-raised once the result is stored
 
 
 def install_probe(venv: Venv) -> None:
@@ -96,38 +86,183 @@ def install_probe(venv: Venv) -> None:
             stale.unlink()
 
 
-def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, session: str, posargs: list[str],
-             echo: Callable[[str], None] = print) -> RunOutcome:
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL if the harness dies, so a killed nox leaves no pytest behind."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop_group(proc: subprocess.Popen[str], grace: float) -> None:
+    """SIGINT to the whole group (pytest writes its report on it), SIGKILL whatever is left after `grace`."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            if sig == signal.SIGINT:
+                os.killpg(proc.pid, signal.SIGKILL)  # workers that outlived their controller
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def _pump(stream: object, sink: object, echo: Callable[[str], None]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        sink.write(line)  # type: ignore[attr-defined]
+        sink.flush()  # type: ignore[attr-defined]
+        echo(line.rstrip("\n"))
+
+
+def _read_progress(path: Path) -> Progress:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return Progress()
+    collected = None
+    started: list[str] = []
+    ended: set[str] = set()
+    for line in lines:
+        event, _, value = line.partition("\t")
+        if event == "collected" and value.isdigit():
+            collected = max(collected or 0, int(value))
+        elif event == "start":
+            started.append(value)
+        elif event == "end":
+            ended.add(value)
+    return Progress(collected, tuple(started), tuple(n for n in dict.fromkeys(started) if n not in ended))
+
+
+def _read_digest(fd: int) -> str | None:
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while True:
+            block = os.read(fd, 4096)
+            if not block:
+                break
+            chunks.append(block)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode(errors="replace").strip()
+    return text or None
+
+
+class _Signals:
+    """While a run is in progress: SIGTERM raises Interrupted; once stopping, a second signal exits at once."""
+
+    def __init__(self) -> None:
+        self.saved: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            self.saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._terminate)
+        return self
+
+    @staticmethod
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted("SIGTERM")
+
+    def stopping(self, proc: subprocess.Popen[str], say: Callable[[str], None]) -> None:
+        def at_once(signum: int, frame: FrameType | None) -> None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os._exit(128 + signum)
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved.setdefault(sig, signal.getsignal(sig))
+                signal.signal(sig, at_once)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
+             echo: Callable[[str], None] = print, say: Callable[[str], None] = print) -> RunOutcome:
+    """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses."""
     install_probe(venv)
-    workdir = private_dir(f"ort-matrix-{session}-")
     ini = workdir / "pytest.ini"
     ini.write_text("[pytest]\n")
-    junit, log = workdir / "junit.xml", workdir / "pytest.log"
-    env, applied = mode_env(cell, r, venv, mode, workdir)
+    junit, log, report_path, progress = (workdir / "junit.xml", workdir / "pytest.log", workdir / "report.json",
+                                         workdir / "progress.tsv")
+    digest_r, digest_w = os.pipe()
+    channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
+                "ORT_MATRIX_DIGEST_FD": str(digest_w)}
+    suite = cell.suite
+    env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels)
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
-    cmd = [str(venv.python), *safe_path, "-m", "pytest", "-p", PROBE_PLUGIN, "-c", str(ini), "--rootdir", r.suite_root,
+    plugins = ["-p", PROBE_PLUGIN]
+    if (venv.site_packages / "xdist").is_dir():  # autoload is off: -n needs xdist loaded by name
+        plugins += ["-p", "xdist.plugin"]
+    if suite.test_timeout is not None:
+        plugins += ["-p", "pytest_timeout", f"--timeout={suite.test_timeout}"]
+    for name in suite.plugins:
+        plugins += ["-p", name]
+    cmd = [str(venv.python), *safe_path, "-m", "pytest", *plugins, "-c", str(ini), "--rootdir", r.suite_root,
            "--confcutdir", r.suite_root, "-o", f"cache_dir={workdir / '.pytest_cache'}",
-           f"--junitxml={junit}", *cell.suite.pytest_args, *posargs, *r.test_files]
+           f"--junitxml={junit}", *suite.pytest_args, *posargs, *r.test_files]
+    say(f"$ {shlex.join(cmd)}")
     started = time.time()
-    code = _tee(cmd, env, workdir, log, echo)
+    stopped: str | None = None
+    interrupt: KeyboardInterrupt | None = None
+    code: int | None = None
+    with _Signals() as signals, log.open("w") as sink:
+        try:
+            proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace", pass_fds=(digest_w,),
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+        finally:
+            os.close(digest_w)
+        pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
+        pump.start()
+        try:
+            code = proc.wait(timeout=suite.timeout)
+        except subprocess.TimeoutExpired:
+            stopped = f"timed out after {suite.timeout} s"
+            say(f"{stopped}: stopping pytest's process group (pid {proc.pid})")
+            _stop_group(proc, STOP_GRACE_S)
+        except KeyboardInterrupt as exc:
+            name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+            stopped, interrupt = f"interrupted ({name})", exc
+            signals.stopping(proc, say)
+            say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; "
+                "a second Ctrl-C exits at once")
+            _stop_group(proc, STOP_GRACE_S)
+        pump.join(timeout=30)
+        if stopped:
+            sink.write(f"\nort-gpu-matrix: {stopped} after {time.time() - started:.1f} s\n")
     duration = time.time() - started
-    report_path = workdir / "report.json"
-    report = json.loads(report_path.read_text()) if report_path.is_file() else None
-    return RunOutcome(code, workdir, log, junit, report, applied, started, round(duration, 3), cmd)
+    report, sha = _read_report(report_path)
+    return RunOutcome(code, workdir, log, junit, report_path, report, sha, _read_digest(digest_r),
+                      _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt)
 
 
-def keep_artifacts(outcome: RunOutcome, results_dir: Path, session: str, keep_workdir: bool) -> dict[str, str | None]:
-    """Copy the log, junit XML and plugin report next to the result; drop the private dir."""
-    kept: dict[str, str | None] = {}
-    for name, src, suffix in (("log", outcome.log, ".log"), ("junit", outcome.junit, ".junit.xml"),
-                              ("report", outcome.workdir / "report.json", ".report.json")):
-        dst = results_dir / f"{session}{suffix}"
-        if src.is_file():
-            copy_atomic(src, dst)
-            kept[name] = str(dst)
-        else:
-            kept[name] = None
-    if not keep_workdir:
-        shutil.rmtree(outcome.workdir, ignore_errors=True)
-    return kept
+def _read_report(path: Path) -> tuple[ProbeReport | None, str | None]:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None, None
+    try:
+        report = json.loads(data)
+    except json.JSONDecodeError:
+        report = None
+    return (report if isinstance(report, dict) else None), hashlib.sha256(data).hexdigest()  # type: ignore[return-value]
 
+
+def remove_workdir(workdir: Path) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def new_workdir(session: str) -> Path:
+    return private_dir(f"ort-matrix-{session}-")

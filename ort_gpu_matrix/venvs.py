@@ -1,27 +1,34 @@
-"""One venv per install, rebuilt only when its fingerprint changes, and then saying why.
+"""One venv per install, rebuilt only when its fingerprint changes or it is damaged, and then saying why.
 
 A CUDA torch is several GB, so the modes of a cell share one venv, and an
-unchanged fingerprint installs nothing. A venv is built in a temporary sibling
-and renamed into place, so a failed build never leaves a half venv behind.
+unchanged fingerprint installs nothing. A venv is built in place, at the path
+it will be used from (console scripts keep a shebang to their own
+interpreter), under an exclusive lock, with its fingerprint written last: a
+venv without one is incomplete and is rebuilt, and a failed build is removed.
+Runs that use a venv hold a shared lock on it, so nothing rebuilds it under a
+running pytest.
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
-import os
+import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from filelock import ReadWriteLock
+
 from .cells import Cell
 from .config.model import Matrix
-from .fsutil import swap_dir, write_json
+from .fsutil import write_json
 from .host import Resolved
 
 FINGERPRINT = "ort-matrix-fingerprint.json"
@@ -86,8 +93,14 @@ def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def venv_name(matrix: Matrix, cell: Cell) -> str:
-    """Named for what is installed: pairings that differ only in libs or suite share one venv."""
-    return f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
+    """Named for what is installed: pairings that differ only in libs, or in suites with the same
+    requirements, share one venv. Suite requirements add a short hash, so suites that need
+    different packages get venvs of their own instead of rebuilding one in turn."""
+    name = f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
+    if cell.suite.requirements:
+        digest = hashlib.sha256("\n".join(sorted(cell.suite.requirements)).encode()).hexdigest()[:8]
+        name += f"-r{digest}"
+    return name
 
 
 def find_uv() -> str | None:
@@ -126,11 +139,11 @@ def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> tuple[str, str |
 
 
 def _run(cmd: list[str], log: Callable[[str], None]) -> None:
-    log("$ " + " ".join(cmd))
+    log("$ " + shlex.join(cmd))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-25:])
-        raise BuildError(f"`{' '.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
+        raise BuildError(f"`{shlex.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
 
 
 def _index_args(matrix: Matrix, r: Resolved) -> list[str]:
@@ -170,8 +183,31 @@ def site_packages(venv: Path, python: str) -> Path:
     return venv / "lib" / f"python{python}" / "site-packages"
 
 
-def _stale_because(target: Path, fp: dict[str, Any]) -> str | None:
-    """None when the venv at target is up to date, else the line that says why it is (re)built."""
+_CHECKED_DISTS = ("onnxruntime", "pytest")  # dist-name prefixes whose files must all be in place
+
+
+def damage(site: Path) -> str | None:
+    """The first file missing or truncated among the checked dists' RECORDs, or None when all are whole."""
+    for dist_info in sorted(site.glob("*.dist-info")):
+        if not dist_info.name.lower().startswith(_CHECKED_DISTS):
+            continue
+        try:
+            rows = list(csv.reader((dist_info / "RECORD").read_text().splitlines()))
+        except OSError:
+            return f"{dist_info.name}/RECORD is missing"
+        for row in rows:
+            if len(row) < 3 or row[0].endswith(".pyc") or row[0].startswith(".."):
+                continue
+            f = site / row[0]
+            if not f.is_file():
+                return f"{row[0]} is missing (listed in {dist_info.name}/RECORD)"
+            if row[2].isdigit() and f.stat().st_size != int(row[2]):
+                return f"{row[0]} has {f.stat().st_size} bytes, RECORD says {row[2]} ({dist_info.name})"
+    return None
+
+
+def _stale_because(target: Path, fp: dict[str, Any], python: str) -> str | None:
+    """None when the venv at target can be used as it is, else the line that says why it is (re)built."""
     if not target.exists():
         return f"building venv {target}: it does not exist yet"
     if not (target / "bin" / "python").exists():
@@ -179,30 +215,47 @@ def _stale_because(target: Path, fp: dict[str, Any]) -> str | None:
     try:
         old = json.loads((target / FINGERPRINT).read_text()).get("fingerprint")
     except (OSError, json.JSONDecodeError, AttributeError):
-        return f"rebuilding venv {target}: its {FINGERPRINT} is missing or unreadable"
+        return f"rebuilding venv {target}: its {FINGERPRINT} is missing or unreadable (an unfinished build)"
     changed = changed_fields(old if isinstance(old, dict) else {}, fp)
-    return f"fingerprint of {target} changed: rebuilding (changed: {', '.join(changed)})" if changed else None
+    if changed:
+        return f"fingerprint of {target} changed: rebuilding (changed: {', '.join(changed)})"
+    broken = damage(site_packages(target, python))
+    return f"rebuilding venv {target}: it is damaged: {broken}" if broken else None
 
 
-def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], None] = print) -> Venv:
-    """Reuse the cell's venv when its fingerprint matches, else build a new one in full."""
+def _build_in_place(matrix: Matrix, cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
+                    log: Callable[[str], None]) -> None:
+    for leftover in target.parent.glob(f".{target.name}.build.*"):  # from builds made aside, before builds in place
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        backend = _build(matrix, cell, r, target, log)
+        write_json(target / FINGERPRINT, {"fingerprint": fp, "backend": backend})  # last: marks it complete
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    log(f"built venv {target} with {backend}")
+
+
+@contextmanager
+def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], None] = print) -> Iterator[Venv]:
+    """The cell's venv, reused when its fingerprint matches and it is whole, else built; held shared while in use."""
     root = matrix.workspace.venvs_dir
     target = root / venv_name(matrix, cell)
     fp = fingerprint(matrix, cell, r)
-    why = _stale_because(target, fp)
-    if why is None:
-        log(f"reusing venv {target} (fingerprint unchanged)")
-        return Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, False)
-    log(why)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.build.", dir=root))
-    try:
-        backend = _build(matrix, cell, r, tmp, log)
-        write_json(tmp / FINGERPRINT, {"fingerprint": fp, "backend": backend})
-        os.chmod(tmp, 0o755)
-        swap_dir(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    log(f"built venv {target} with {backend}")
-    return Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, True)
+    (root / ".locks").mkdir(parents=True, exist_ok=True)
+    lock = ReadWriteLock(root / ".locks" / f"{target.name}.lock", is_singleton=False)
+    built = False
+    while True:
+        with lock.read_lock():
+            if _stale_because(target, fp, cell.python) is None:
+                if not built:
+                    log(f"reusing venv {target} (fingerprint unchanged)")
+                yield Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, built)
+                return
+        with lock.write_lock():  # waits until no run uses the venv
+            why = _stale_because(target, fp, cell.python)
+            if why is not None:
+                log(why)
+                _build_in_place(matrix, cell, r, target, fp, log)
+                built = True

@@ -18,6 +18,7 @@ from typing import Any
 from ort_matrix_probe.schema import Audit, ProbeReport
 
 from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
+from .junit import JunitCounts
 from .kernels import CUDNN
 
 EXIT_MEANING = {
@@ -114,6 +115,21 @@ class Verdict:
     teeth_coverage: TeethCoverage | None = None
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """Every independent witness of one run. A run passes only if they agree."""
+
+    exit_code: int | None  # None: the harness stopped the run
+    report: ProbeReport | None
+    report_sha256: str | None  # of the report file as read
+    digest: str | None  # the sha256 the probe sent through its pipe
+    junit: JunitCounts | None
+    junit_problem: str | None
+    collected: int | None  # from the probe's progress file, for runs that wrote no report
+    stopped: str | None = None
+    running: tuple[str, ...] = ()
+
+
 def tests_of(report: ProbeReport | None) -> list[TestResult]:
     if not report:
         return []
@@ -121,6 +137,8 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     for nodeid, t in report.get("tests", {}).items():
         if t.get("outcome"):
             out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", []))))
+        else:  # reported on, but without an outcome: its process died under it
+            out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", ()))
         if t.get("teardown_error"):
             out.append(TestResult(nodeid + "::teardown", "error", t.get("teardown_error", ""), ()))
     for c in report.get("collection", []):
@@ -128,9 +146,16 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     return out
 
 
-def count(report: ProbeReport | None, tests: list[TestResult]) -> Counts:
+def collected_of(report: ProbeReport | None, fallback: int | None) -> int | None:
+    """Items collected, as the collecting processes counted them (the largest, across xdist workers)."""
+    per_process = report.get("collected", {}) if report else {}
+    return max(per_process.values()) if per_process else fallback
+
+
+def count(report: ProbeReport | None, tests: list[TestResult], collected: int | None = None) -> Counts:
     c = Counter(t.outcome for t in tests)
-    collected = len([n for n, t in (report["tests"] if report else {}).items() if t.get("outcome")])
+    if collected is None:
+        collected = len(report["tests"] if report else {})
     return Counts(collected=collected, passed=c["passed"], failed=c["failed"], errors=c["error"],
                   skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"])
 
@@ -257,20 +282,64 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
 OutcomeJudge = Callable[[DispatchExpect, list[TestResult], Counts, Dispatch | None], Findings]
 
 
-def judge(outcomes: OutcomeJudge, expect: DispatchExpect, exit_code: int, report: ProbeReport | None,
-          preload: tuple[str, ...], venv: str, prior: Dispatch | None = None) -> Verdict:
-    """The common checks (exit code, report, dispatch rules, audit) plus the mode's own `outcomes` judge."""
-    tests = tests_of(report)
-    counts = count(report, tests)
-    reasons: list[str] = []
-    _pytest_exit(exit_code, reasons)
+def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[str]:
+    """Where the witnesses disagree. Each reason names both sides."""
+    reasons = []
+    report = ev.report
+    if ev.stopped:
+        running = f"; running: {_listing(list(ev.running))}" if ev.running else ""
+        reasons.append(f"{ev.stopped}{running}")
+    elif ev.exit_code is not None:
+        _pytest_exit(ev.exit_code, reasons)
     if report is None:
         reasons.append("the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)")
+        return reasons
+    if ev.digest is None:
+        reasons.append("the probe sent no digest of its report, so the report cannot be trusted")
+    elif ev.digest != ev.report_sha256:
+        reasons.append("the probe's report was changed after the probe wrote it (its sha256 is not the one the "
+                       "probe sent): the tests' own code edited it")
+    said = report.get("exitstatus")
+    late_warnings_limit = ev.exit_code == 6 and said == 0  # pytest >= 9.1 applies --max-warnings after the session
+    if ev.exit_code is not None and said != ev.exit_code and not late_warnings_limit:
+        reasons.append(f"the probe's report says pytest exited {report.get('exitstatus')}, "
+                       f"but the process exited {ev.exit_code}")
+    failing = counts.failed + counts.errors
+    if ev.exit_code == 1 and failing == 0:
+        reasons.append("pytest exited 1 but no failure was recorded")
+    elif ev.exit_code == 0 and failing:
+        reasons.append(f"pytest exited 0 but {failing} failure(s) or error(s) were recorded")
+    with_outcome = len([t for t in report.get("tests", {}).values() if t.get("outcome")])
+    if counts.collected > with_outcome:
+        reasons.append(f"{counts.collected} collected, {with_outcome} with an outcome")
+    if ev.junit_problem:
+        reasons.append(ev.junit_problem)
+    elif ev.junit is not None:
+        sides = [(name, mine, theirs) for name, mine, theirs in (
+            ("failed", counts.failed, ev.junit.failures), ("errors", counts.errors, ev.junit.errors),
+            ("skipped or xfailed", counts.skipped + counts.xfailed, ev.junit.skipped)) if mine != theirs]
+        if sides:
+            said = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
+            reasons.append(f"the probe's report and pytest's junit file disagree ({said})")
+    return reasons
+
+
+def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload: tuple[str, ...], venv: str,
+          prior: Dispatch | None = None) -> Verdict:
+    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge."""
+    report = ev.report
+    tests = tests_of(report)
+    counts = count(report, tests, collected_of(report, ev.collected))
+    reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
     reasons += found.reasons
     _dispatch_rules(expect, tests, reasons)
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
     warnings = found.warnings + lib_warnings
+    unattributed = list(report.get("unattributed_sdpa", [])) if report else []
+    if unattributed:
+        warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "
+                        f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage)

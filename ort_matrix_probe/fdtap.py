@@ -36,13 +36,16 @@ class Fd1Tap:
 
     The first run in opens it and the last one out restores fd 1, hands the
     bytes to `sink` and writes them back. Only open and close take the lock,
-    so concurrent run() calls stay concurrent.
+    so concurrent run() calls stay concurrent. `sink` also learns whether any
+    run in that window was a session that asked for the CUDA EP: bytes printed
+    while only CPU sessions ran cannot be a CUDA kernel's dispatch line.
     """
 
-    def __init__(self, sink: Callable[[bytes], None]) -> None:
+    def __init__(self, sink: Callable[[bytes, bool], None]) -> None:
         self._sink = sink
         self._lock = threading.Lock()
         self._depth = 0
+        self._cuda = False
         self._saved = -1
         self._reader: threading.Thread | None = None
         self._chunks: list[bytes] = []
@@ -56,9 +59,10 @@ class Fd1Tap:
             chunks.append(block)
         os.close(fd)
 
-    def enter(self) -> None:
+    def enter(self, cuda: bool) -> None:
         with self._lock:
             if self._depth == 0:
+                self._cuda = False
                 sys.stdout.flush()
                 _flush_native()
                 r, w = os.pipe()
@@ -69,6 +73,7 @@ class Fd1Tap:
                 self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
                 self._reader.start()
             self._depth += 1
+            self._cuda = self._cuda or cuda
 
     def exit(self) -> None:
         with self._lock:
@@ -81,15 +86,15 @@ class Fd1Tap:
             assert self._reader is not None
             self._reader.join()
             data = b"".join(self._chunks)
-            self._sink(data)
+            self._sink(data, self._cuda)
             view = memoryview(data)
             while view:
                 view = view[os.write(1, view):]
 
-    def around(self, method: Callable[..., object]) -> Callable[..., object]:
-        """`method`, run with fd 1 tapped."""
+    def around(self, method: Callable[..., object], asks_cuda: Callable[[object], bool]) -> Callable[..., object]:
+        """`method` (a session's run), run with fd 1 tapped; `asks_cuda(session)` says if it asked for CUDA."""
         def tapped(*args: object, **kwargs: object) -> object:
-            self.enter()
+            self.enter(bool(args) and asks_cuda(args[0]))
             try:
                 return method(*args, **kwargs)
             finally:

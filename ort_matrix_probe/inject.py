@@ -18,12 +18,18 @@ CUDA_EP = "CUDAExecutionProvider"
 INJECTIONS: list[dict[str, Any]] = []
 
 
+def asks_for_cuda(providers: Any) -> bool:
+    """Whether a providers argument names the CUDA EP, in any of its forms."""
+    return any((p if isinstance(p, str) else p[0]) == CUDA_EP for p in providers or ()
+               if isinstance(p, str) or (isinstance(p, (tuple, list)) and p))
+
+
 def inject_options(providers: Any, provider_options: Any, forced: dict[str, str]) -> tuple[Any, Any]:
     """Merge `forced` into the CUDA EP's options for all three ways of naming providers.
 
     Providers that do not name the CUDA EP come back as the very same objects: nothing was injected.
     """
-    if not providers or not any((p if isinstance(p, str) else p[0]) == CUDA_EP for p in providers):
+    if not asks_for_cuda(providers):
         return providers, provider_options
     if provider_options is not None:
         names = [p if isinstance(p, str) else p[0] for p in providers]
@@ -44,15 +50,25 @@ def inject_options(providers: Any, provider_options: Any, forced: dict[str, str]
 
 
 
+ASKED_CUDA = "_ort_matrix_asked_cuda"  # set on each session: did its providers name the CUDA EP?
+
+
 def wrap_providers(original: Callable[..., Any], via: str, forced: dict[str, str],
                    on_injection: Callable[[], None]) -> Callable[..., Any]:
-    """Wrap a method that takes providers (__init__, set_providers) so `forced` reaches the CUDA EP."""
+    """Wrap a method that takes providers (__init__, set_providers): note whether the session asked
+    for the CUDA EP (the census counts only such sessions' runs), and make `forced` reach it."""
     signature = inspect.signature(original)
 
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs)
         providers = bound.arguments.get("providers")
         options = bound.arguments.get("provider_options")
+        try:
+            setattr(self, ASKED_CUDA, asks_for_cuda(providers))
+        except AttributeError:
+            pass
+        if not forced:
+            return original(*bound.args, **bound.kwargs)
         new_providers, new_options = inject_options(providers, options, forced)
         if new_providers is not providers:
             bound.arguments["providers"] = new_providers

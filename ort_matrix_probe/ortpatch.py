@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from .fdtap import Fd1Tap
-from .inject import wrap_providers
+from .inject import ASKED_CUDA, wrap_providers
 
 TARGET = "onnxruntime.capi.onnxruntime_inference_collection"
 _MARK = "_ort_matrix_probe"
@@ -46,20 +46,23 @@ def _unwrapped(cls: type, name: str) -> Any:
     return method
 
 
+def _asked_cuda(session: object) -> bool:
+    return bool(getattr(session, ASKED_CUDA, False))
+
+
 def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
     """Wrap ORT's methods for this session; returns what puts ORT's own methods back."""
     installed: list[tuple[type, str, Any]] = []
     session_cls = module.InferenceSession
-    if patch.forced:
-        for name in ("__init__", "set_providers"):
-            original = _unwrapped(session_cls, name)
-            _install(session_cls, name, wrap_providers(original, name, patch.forced, patch.on_injection), original)
-            installed.append((session_cls, name, original))
+    for name in ("__init__", "set_providers"):
+        original = _unwrapped(session_cls, name)
+        _install(session_cls, name, wrap_providers(original, name, patch.forced, patch.on_injection), original)
+        installed.append((session_cls, name, original))
     run_cls = getattr(module, "Session", session_cls)
     for name in ("run", "run_with_iobinding"):
         original = _unwrapped(run_cls, name)
         if original is not None:
-            _install(run_cls, name, patch.tap.around(original), original)
+            _install(run_cls, name, patch.tap.around(original, _asked_cuda), original)
             installed.append((run_cls, name, original))
 
     def restore() -> None:

@@ -5,15 +5,22 @@ included. pytest_configure makes one `Probe` per pytest session, keeps it in
 config.stash and registers it as a plugin, so every hook reaches that
 session's state and nothing lives in module globals. Each worker keeps its own
 census and audit; the controller gathers the workers' audits and writes the
-one report (its path comes in ORT_MATRIX_REPORT, outside the tests' cwd).
+one report.
+
+What the engine gets from here, and through which channel:
+- the report (ORT_MATRIX_REPORT), written at the end of the session;
+- its sha256, written to a pipe the engine opened (ORT_MATRIX_DIGEST_FD), so a
+  report rewritten afterwards, by a conftest or anything else, is caught;
+- a progress file (ORT_MATRIX_PROGRESS), one line as each test starts and
+  ends, so a run that hangs or is killed still says which tests were running.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
-from collections.abc import Generator
-from typing import Any
+from typing import IO, Any, Generator
 
 import pytest
 
@@ -25,9 +32,12 @@ from .provenance import provenance
 from .schema import REPORT_VERSION, Audit, CollectionEntry, ProbeReport, TestEntry
 
 REPORT_ENV = "ORT_MATRIX_REPORT"
+DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
+PROGRESS_ENV = "ORT_MATRIX_PROGRESS"
 OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
 SDPA_PROP = "ort_matrix.sdpa"
 INJECT_PROP = "ort_matrix.injections"
+UNATTRIBUTED_PROP = "ort_matrix.unattributed"
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 
@@ -45,14 +55,24 @@ class Probe:
         self.started = time.time()
         self.current = OUTSIDE  # the test whose runs print now
         self.pending_sdpa: dict[str, list[str]] = {}
+        self.unattributed: dict[str, list[str]] = {}  # printed while only CPU sessions ran
         self.injected: dict[str, int] = {}
         self.tests: dict[str, TestEntry] = {}
         self.collection: list[CollectionEntry] = []
+        self.collected: dict[str, int] = {}  # per collecting process: "controller" or an xdist worker id
         self.audits: list[Audit] = []
+        self.progress: IO[str] | None = None
+        self.digest_fd: int | None = None
+        if not self.is_worker:
+            path = os.environ.get(PROGRESS_ENV)
+            self.progress = open(path, "a", buffering=1) if path else None  # closed at unconfigure
+            fd = os.environ.pop(DIGEST_FD_ENV, None)  # the tests need not see it
+            self.digest_fd = int(fd) if fd else None
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
 
-    def on_fd1(self, data: bytes) -> None:
-        self.pending_sdpa.setdefault(self.current, []).extend(tiers_in(data))
+    def on_fd1(self, data: bytes, cuda: bool) -> None:
+        target = self.pending_sdpa if cuda else self.unattributed
+        target.setdefault(self.current, []).extend(tiers_in(data))
 
     def on_injection(self) -> None:
         self.injected[self.current] = self.injected.get(self.current, 0) + 1
@@ -60,6 +80,27 @@ class Probe:
     @property
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
+
+    def _mark(self, event: str, nodeid: str) -> None:
+        if self.progress is not None:
+            self.progress.write(f"{event}\t{nodeid}\n")
+
+    # collection: counted where it happens, so an early exit cannot hide how much was there
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not self.is_worker:
+            self.collected["controller"] = len(session.items)
+            self._mark("collected", str(len(session.items)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected[str(getattr(node, "gateway", node).id)] = len(ids)
+        self._mark("collected", str(len(ids)))
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self._mark("start", nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self._mark("end", nodeid)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, None, None]:
@@ -74,9 +115,10 @@ class Probe:
         if rep.when == "teardown":  # the tiers travel with the report, so xdist brings them to the controller
             rep.user_properties.append((SDPA_PROP, self.pending_sdpa.pop(item.nodeid, [])))
             rep.user_properties.append((INJECT_PROP, self.injected.pop(item.nodeid, 0)))
+            rep.user_properties.append((UNATTRIBUTED_PROP, self.unattributed.pop(item.nodeid, [])))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP)
+        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         entry = reporting.collection_entry(report)
@@ -98,13 +140,32 @@ class Probe:
             self.audits.append(audit())  # no xdist: this process ran the tests
         path = os.environ.get(REPORT_ENV)
         if path:
-            reporting.write(path, self.report(exitstatus))
+            data = reporting.write(path, self.report(exitstatus))
+            self._send_digest(hashlib.sha256(data).hexdigest())
+
+    def _send_digest(self, digest: str) -> None:
+        if self.digest_fd is None:
+            return
+        try:
+            os.write(self.digest_fd, f"{digest}\n".encode())
+            os.close(self.digest_fd)
+        except OSError:
+            pass  # the engine then finds no digest and says so
+        self.digest_fd = None
 
     def report(self, exitstatus: int) -> ProbeReport:
+        unattributed = [t for tiers in self.unattributed.values() for t in tiers]
+        unattributed += [t for e in self.tests.values() for t in e.get("unattributed", [])]
         return {"report_version": REPORT_VERSION, "exitstatus": int(exitstatus),
-                "duration_s": round(time.time() - self.started, 3), "tests": self.tests,
-                "collection": self.collection, "audits": self.audits,
-                "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "provenance": provenance()}
+                "duration_s": round(time.time() - self.started, 3), "collected": self.collected,
+                "tests": self.tests, "collection": self.collection, "audits": self.audits,
+                "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
+                "provenance": provenance()}
+
+    def close(self) -> None:
+        self.disarm()
+        if self.progress is not None:
+            self.progress.close()
 
 
 PROBE = pytest.StashKey[Probe]()
@@ -119,5 +180,5 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     probe = config.stash.get(PROBE, None)
     if probe is not None:
-        probe.disarm()
+        probe.close()
         config.pluginmanager.unregister(probe)

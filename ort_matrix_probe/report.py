@@ -26,12 +26,21 @@ def message_of(report: Any) -> str:
     return text[-1] if text else ""
 
 
-def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str) -> None:
+def crashed(nodeid: str) -> str:
+    """The message of a test whose process died under it (pytest-xdist reports it with when='???')."""
+    return f"worker crashed running {nodeid}"
+
+
+def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str) -> None:
     """Fold one phase report (setup, call or teardown) into its test's entry."""
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
     entry["duration_s"] = round(entry["duration_s"] + getattr(report, "duration", 0.0), 4)
     wasxfail = hasattr(report, "wasxfail")
-    if report.when in ("setup", "call") and report.skipped:
+    if report.when not in ("setup", "call", "teardown"):
+        if report.failed:  # xdist's crashed-worker report: the test has no outcome of its own
+            entry["outcome"] = "error"
+            entry["message"] = f"{crashed(report.nodeid)} ({message_of(report)})"
+    elif report.when in ("setup", "call") and report.skipped:
         entry["outcome"] = "xfailed" if wasxfail else "skipped"
         entry["message"] = str(report.wasxfail) if wasxfail else message_of(report)
     elif report.when in ("setup", "call") and report.failed:
@@ -47,6 +56,8 @@ def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop
                 entry["sdpa"] = list(value)
             elif name == inject_prop:
                 entry["injections"] = int(value)
+            elif name == unattributed_prop and value:
+                entry["unattributed"] = list(value)
 
 
 def collection_entry(report: Any) -> CollectionEntry | None:
@@ -57,9 +68,11 @@ def collection_entry(report: Any) -> CollectionEntry | None:
     return None
 
 
-def write(path: str, report: ProbeReport) -> None:
-    """Beside the target, then renamed: the engine never reads half a report."""
+def write(path: str, report: ProbeReport) -> bytes:
+    """Beside the target, then renamed: the engine never reads half a report. Returns the bytes written."""
+    data = json.dumps(report, indent=1, default=repr).encode()
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1, default=repr)
+    with open(tmp, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
+    return data

@@ -20,6 +20,7 @@ class TestEntry(TypedDict):
     duration_s: float
     teardown_error: NotRequired[str]
     injections: NotRequired[int]
+    unattributed: NotRequired[list[str]]  # tiers printed during the test while only CPU sessions ran
 
 
 class CollectionEntry(TypedDict):
@@ -79,8 +80,10 @@ class ProbeReport(TypedDict):
     report_version: int
     exitstatus: int
     duration_s: float
+    collected: dict[str, int]  # items collected, per collecting process (the controller, or each xdist worker)
     tests: dict[str, TestEntry]
     collection: list[CollectionEntry]
     audits: list[Audit]
     outside_tests_sdpa: list[str]
+    unattributed_sdpa: list[str]  # tiers printed while only sessions without the CUDA EP ran: never counted
     provenance: ProvenanceReport

@@ -18,7 +18,7 @@ from ort_gpu_matrix.harness import run_cell
 from ort_gpu_matrix.host import Resolved, check
 from ort_gpu_matrix.overrides import Overrides
 from ort_gpu_matrix.render import table
-from ort_gpu_matrix.results import Result
+from ort_gpu_matrix.results import Result, StoreError
 from ort_gpu_matrix.venvs import BuildError
 
 
@@ -29,7 +29,7 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
             return session.error(str(resolved))  # type: ignore[no-any-return]
         try:
             written = run_cell(matrix, cell, resolved, modes, session.posargs, earlier, log=session.log, echo=print)
-        except (MatrixError, BuildError) as exc:
+        except (MatrixError, BuildError, StoreError) as exc:
             return session.error(str(exc))  # type: ignore[no-any-return]
         if print_table:
             print(table.render(cell.name, written))

@@ -36,7 +36,10 @@ class Printing:
         return getattr(self.inner, name)
 
 
-def session(tier=b"CUDNN_FLASH_ATTENTION", providers=("CPUExecutionProvider",)):
+CUDA = ("CUDAExecutionProvider", "CPUExecutionProvider")  # asked for; the CPU wheel falls back to CPU
+
+
+def session(tier=b"CUDNN_FLASH_ATTENTION", providers=CUDA):
     s = ort.InferenceSession(model(), providers=list(providers))
     s._sess = Printing(s._sess, tier)
     return s
@@ -94,6 +97,7 @@ def test_the_census_counts_tier_tokens_per_test_and_never_the_options_line(suite
     pytester, report = suite
     pytester.makepyfile(test_census='''
 import os
+import threading
 from tinyort import session, feed
 
 def test_cudnn():
@@ -106,12 +110,18 @@ def test_math():
 
 def test_printed_outside_run():
     os.write(1, b"SdpaKernel=CUDNN_FLASH_ATTENTION\\n")  # not during a run: not ORT's dispatch line
+
+def test_printed_while_only_a_cpu_session_runs():
+    s = session(b"MATH", providers=("CPUExecutionProvider",))
+    s.run(None, feed())  # a CPU session cannot dispatch a CUDA kernel: its tokens are not counted
 ''')
     result = pytester.runpytest_subprocess(*PLUGIN)
     assert result.ret == 0
-    tests = {k.split("::")[1]: v["sdpa"] for k, v in json.loads(report.read_text())["tests"].items()}
+    data = json.loads(report.read_text())
+    tests = {k.split("::")[1]: v["sdpa"] for k, v in data["tests"].items()}
     assert tests == {"test_cudnn": ["CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"], "test_math": ["MATH"],
-                     "test_printed_outside_run": []}
+                     "test_printed_outside_run": [], "test_printed_while_only_a_cpu_session_runs": []}
+    assert data["unattributed_sdpa"] == ["MATH"]
 
 
 def test_forced_options_reach_the_cuda_ep_and_are_counted_per_test(suite, monkeypatch):
@@ -129,7 +139,7 @@ def test_named():
 
 def test_cpu_only_is_left_alone():
     before = len(inject.INJECTIONS)
-    session()
+    session(providers=("CPUExecutionProvider",))
     assert inject.INJECTIONS[before:] == []
 ''')
     result = pytester.runpytest_subprocess(*PLUGIN)

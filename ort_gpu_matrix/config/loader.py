@@ -7,6 +7,7 @@ Keys, types and defaults come from model.py; the cross-key rules are here.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 import types
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
+from ..testenv import RESERVED_FIX, reserved
 from .model import BACKENDS, ID_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
 from .pairings import expand
 
@@ -58,7 +60,7 @@ class Reader:
             except re.error as exc:
                 self.bad(where, f"is not a valid regex ({exc})", "escape special characters such as ( [ + ?")
 
-    def value(self, raw: Any, key: str, name: str, hint: Any, default: Any) -> Any:
+    def value(self, raw: Any, key: str, name: str, hint: Any, default: Any, minimum: int | None = None) -> Any:
         """One key's value checked against its declared type; the default when it is wrong."""
         kind, _ = _kind(hint)
         origin, args = typing.get_origin(kind), typing.get_args(kind)
@@ -71,9 +73,11 @@ class Reader:
                 return raw
             self.bad(key, f"must be true or false, found {raw!r}", f"write {name} = true")
         elif kind is int:
-            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            least = minimum if minimum is not None else 0
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= least:
                 return raw
-            self.bad(key, f"must be a whole number >= 0, found {raw!r}", f"write {name} = {default}")
+            self.bad(key, f"must be a whole number >= {least}, found {raw!r}",
+                     f"write {name} = {default if default is not None else least}")
         elif origin is tuple and args[0] is str:
             if isinstance(raw, list) and all(isinstance(v, str) for v in raw):
                 return tuple(raw)
@@ -102,7 +106,7 @@ class Reader:
                     example = s.example or '"..."'
                     self.bad(k, "is missing", f"add {s.name} = {example} ({s.doc})")
                 continue
-            value = self.value(data[s.name], k, s.name, s.hint, s.default)
+            value = self.value(data[s.name], k, s.name, s.hint, s.default, s.minimum)
             if s.regex and value is not None:
                 self.regexes(k, value)
             values[s.attr] = value
@@ -144,8 +148,7 @@ def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings
     if not re.fullmatch(ID_PATTERN, s.prefix):
         r.bad("matrix.prefix", "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')
     # MATRIX_WHEELHOUSE / MATRIX_OFFLINE=1 let a host without network run a shipped matrix unedited
-    return Settings(s.prefix, s.pythons, s.backend, s.wheelhouse + overrides.wheelhouse,
-                    s.offline or overrides.offline, s.suite, s.modes, s.tools)
+    return dataclasses.replace(s, wheelhouse=s.wheelhouse + overrides.wheelhouse, offline=s.offline or overrides.offline)
 
 
 def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dict[str, T]:
@@ -179,12 +182,16 @@ def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
         suite = r.entry({k: v for k, v in body.items() if k != "expect"}, key, Suite, id=ident)
         if "files" in body and not suite.files:
             r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
+        for name in sorted(suite.env):
+            why = reserved(name)
+            if why:
+                r.bad(f"{key}.env.{name}", f"is set by the harness itself ({why})",
+                      "remove it from suite.env; " + RESERVED_FIX.get(name, "the harness sets it for every run"))
         tables = r.table(body.get("expect", {}), f"{key}.expect", set(MODES))
         # each mode reads only the keys it uses: a key another mode uses is rejected, never ignored
         expect = {m.value: r.entry(tables.get(m.value, {}), f"{key}.expect.{m.value}", s.expect_type)
                   for m, s in SPECS.items()}
-        out[ident] = Suite(suite.id, suite.root, suite.files, suite.pythonpath, suite.pytest_args,
-                           suite.requirements, suite.env, suite.provider_options, expect)
+        out[ident] = dataclasses.replace(suite, expect=expect)
     return out
 
 

@@ -175,8 +175,13 @@ class Suite:
     pythonpath: tuple[str, ...] = key("the test process's whole PYTHONPATH, relative to root", (".",))
     pytest_args: tuple[str, ...] = key("extra pytest arguments", ())
     requirements: tuple[str, ...] = key("extra packages for this suite's venvs", ())
-    env: dict[str, str] = key("extra environment for the test process", {})
+    env: dict[str, str] = key("extra environment for the test process (not the harness's own variables)", {})
     provider_options: dict[str, str] = key("CUDA EP options forced into every session, in every mode", {})
+    plugins: tuple[str, ...] = key("pytest plugins to load with -p (plugin autoload is off; xdist is loaded "
+                                   "when installed)", (), example='["pytest_timeout"]')
+    timeout: int = key("seconds a whole mode run may take before its process group is stopped", 3600, minimum=1)
+    test_timeout: int | None = key("seconds one test may take (pytest-timeout, installed when set)", None,
+                                   minimum=1)
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
 
