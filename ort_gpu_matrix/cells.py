@@ -23,10 +23,6 @@ class Cell:
         """`<cell>-<mode>`: the session, and the result file, of one mode."""
         return f"{self.name}-{mode}"
 
-    @property
-    def ids(self) -> dict[str, str]:
-        return {"python": self.python, "ort": self.ort.id, "torch": self.torch.id, "libs": self.libs.id}
-
 
 def _names(prefix: str, pairings: tuple[Pairing, ...]) -> list[str]:
     """<prefix>-<python>-<libs>, growing -<ort> then -<torch> only where names collide."""

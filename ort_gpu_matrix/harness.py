@@ -13,7 +13,7 @@ before the interrupt goes on to stop nox.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -31,7 +31,7 @@ from .venvs import Venv, ensure_venv
 from .verdicts import Dispatch, Evidence, judge
 
 
-def _prior(earlier: MutableMapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Dispatch | None:
+def _prior(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Dispatch | None:
     source = spec(mode).coverage_from
     if source is None:
         return None
@@ -42,13 +42,13 @@ def _prior(earlier: MutableMapping[str, Result], cell: Cell, mode: str, fingerpr
 def evidence(outcome: RunOutcome) -> Evidence:
     """Every witness the run left, read once here, for the verdict to weigh."""
     junit, problem = None, None
-    if outcome.report is not None:
+    if outcome.report is not None or outcome.report_problem:
         try:
             junit = read(outcome.junit)
         except JunitError as exc:
             problem = str(exc)
-    return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.digest, junit, problem,
-                    outcome.progress.collected, outcome.stopped, outcome.progress.running)
+    return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.report_problem, outcome.digest,
+                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running)
 
 
 def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) -> FileLock:

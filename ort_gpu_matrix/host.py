@@ -97,7 +97,8 @@ def find_interpreter(version: str) -> str | None:
     as pyenv shims, which can lie about what they run, are asked.
     """
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
-        return sys.executable
+        # the base interpreter's real file: the same path however nox was started (a venv, pipx, python3.X -m)
+        return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     for name in (f"python{version}", "python3", "python"):
         exe = shutil.which(name)
         if not exe:

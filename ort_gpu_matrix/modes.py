@@ -24,7 +24,6 @@ class Mode(enum.StrEnum):
 
 @dataclass(frozen=True)
 class ModeSpec:
-    mode: Mode
     require_cudnn: bool  # sets ORT_TEST_REQUIRE_CUDNN_SDPA=1
     forced_options: dict[str, str]  # CUDA EP options merged over the suite's provider_options
     expect_type: type[DispatchExpect]  # the [suite.<id>.expect.<mode>] table
@@ -33,9 +32,9 @@ class ModeSpec:
 
 
 SPECS: dict[Mode, ModeSpec] = {
-    Mode.NORMAL: ModeSpec(Mode.NORMAL, False, {}, PassExpect, judge_counts),
-    Mode.REQUIRE_CUDNN: ModeSpec(Mode.REQUIRE_CUDNN, True, {}, PassExpect, judge_counts),
-    Mode.TEETH: ModeSpec(Mode.TEETH, True, {"sdpa_kernel": only(MATH)}, TeethExpect, judge_teeth,
+    Mode.NORMAL: ModeSpec(False, {}, PassExpect, judge_counts),
+    Mode.REQUIRE_CUDNN: ModeSpec(True, {}, PassExpect, judge_counts),
+    Mode.TEETH: ModeSpec(True, {"sdpa_kernel": only(MATH)}, TeethExpect, judge_teeth,
                          coverage_from=Mode.REQUIRE_CUDNN),
 }
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # canonical order: teeth reads require_cudnn's census

@@ -1,7 +1,7 @@
 """The result of one mode session: a typed, versioned Result, stored as one bundle per run.
 
-Results are read back by people, by reports and by baselines kept for years, so
-every field is typed here and the file carries `schema_version`. A reader
+Results are read back by people, by reports, and by the baselines made from them
+that are kept for years, so every field is typed here and the file carries `schema_version`. A reader
 refuses a version it does not know instead of guessing at it.
 
 Each run stores its result, log, junit file and probe report together, as one

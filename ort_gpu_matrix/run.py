@@ -27,7 +27,7 @@ from types import FrameType
 from packaging.version import Version
 
 import ort_matrix_probe
-from ort_matrix_probe.schema import ProbeReport
+from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
 from .fsutil import copy_atomic, private_dir
@@ -64,6 +64,7 @@ class RunOutcome:
     report_path: Path
     report: ProbeReport | None
     report_sha256: str | None  # of the file as the engine read it
+    report_problem: str | None
     digest: str | None  # what the probe sent through the pipe
     progress: Progress
     env: dict[str, str]
@@ -243,21 +244,51 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         if stopped:
             sink.write(f"\nort-gpu-matrix: {stopped} after {time.time() - started:.1f} s\n")
     duration = time.time() - started
-    report, sha = _read_report(report_path)
-    return RunOutcome(code, workdir, log, junit, report_path, report, sha, _read_digest(digest_r),
+    report, sha, problem = _read_report(report_path)
+    return RunOutcome(code, workdir, log, junit, report_path, report, sha, problem, _read_digest(digest_r),
                       _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt)
 
 
-def _read_report(path: Path) -> tuple[ProbeReport | None, str | None]:
+# The report's top-level keys and their JSON types: anything else is not a report this engine reads.
+_REPORT_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "report_version": int, "exitstatus": int, "duration_s": (int, float), "collected": dict, "tests": dict,
+    "collection": list, "audits": list, "outside_tests_sdpa": list, "unattributed_sdpa": list, "provenance": dict}
+
+
+def report_problem(report: object) -> str | None:
+    """Why `report` cannot be judged, or None: the file is written inside the test process, so it is checked."""
+    if not isinstance(report, dict):
+        return "the probe's report is not a JSON object"
+    for key, kind in _REPORT_SHAPE.items():
+        if not isinstance(report.get(key), kind):
+            return f"the probe's report is malformed: {key!r} is missing or has the wrong type"
+    if report["report_version"] != REPORT_VERSION:
+        return f"the probe's report has report_version {report['report_version']}, this engine reads {REPORT_VERSION}"
+    for nodeid, entry in report["tests"].items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("sdpa"), list)
+                and isinstance(entry.get("message"), str) and entry.get("outcome") in _OUTCOMES):
+            return f"the probe's report is malformed: the entry of {nodeid!r}"
+    for key, needed in (("audits", ("by_name", "cudnn_copies")), ("collection", ("nodeid", "outcome", "message"))):
+        if not all(isinstance(e, dict) and all(k in e for k in needed) for e in report[key]):
+            return f"the probe's report is malformed: an entry of {key!r}"
+    return None
+
+
+_OUTCOMES = (None, "passed", "failed", "skipped", "error", "xfailed", "xpassed")
+
+
+def _read_report(path: Path) -> tuple[ProbeReport | None, str | None, str | None]:
+    """The report, the sha256 of its bytes, and why it cannot be judged (if it cannot)."""
     try:
         data = path.read_bytes()
     except OSError:
-        return None, None
+        return None, None, None
     try:
         report = json.loads(data)
-    except json.JSONDecodeError:
-        report = None
-    return (report if isinstance(report, dict) else None), hashlib.sha256(data).hexdigest()  # type: ignore[return-value]
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, hashlib.sha256(data).hexdigest(), "the probe's report is not valid JSON"
+    problem = report_problem(report)
+    return (None if problem else report), hashlib.sha256(data).hexdigest(), problem
 
 
 def remove_workdir(workdir: Path) -> None:

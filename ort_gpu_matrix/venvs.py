@@ -45,7 +45,6 @@ class Venv:
     python: Path
     site_packages: Path
     fingerprint: dict[str, Any]
-    rebuilt: bool
 
 
 def sha256_of(path: Path) -> str:
@@ -251,7 +250,7 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
             if _stale_because(target, fp, cell.python) is None:
                 if not built:
                     log(f"reusing venv {target} (fingerprint unchanged)")
-                yield Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp, built)
+                yield Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp)
                 return
         with lock.write_lock():  # waits until no run uses the venv
             why = _stale_because(target, fp, cell.python)

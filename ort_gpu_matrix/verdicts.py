@@ -122,6 +122,7 @@ class Evidence:
     exit_code: int | None  # None: the harness stopped the run
     report: ProbeReport | None
     report_sha256: str | None  # of the report file as read
+    report_problem: str | None  # the report file exists but is not a report this engine reads
     digest: str | None  # the sha256 the probe sent through its pipe
     junit: JunitCounts | None
     junit_problem: str | None
@@ -291,6 +292,9 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
         reasons.append(f"{ev.stopped}{running}")
     elif ev.exit_code is not None:
         _pytest_exit(ev.exit_code, reasons)
+    if ev.report_problem:
+        reasons.append(ev.report_problem)
+        return reasons
     if report is None:
         reasons.append("the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)")
         return reasons
@@ -319,8 +323,8 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
             ("failed", counts.failed, ev.junit.failures), ("errors", counts.errors, ev.junit.errors),
             ("skipped or xfailed", counts.skipped + counts.xfailed, ev.junit.skipped)) if mine != theirs]
         if sides:
-            said = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
-            reasons.append(f"the probe's report and pytest's junit file disagree ({said})")
+            listed = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
+            reasons.append(f"the probe's report and pytest's junit file disagree ({listed})")
     return reasons
 
 

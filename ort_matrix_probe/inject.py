@@ -54,7 +54,7 @@ ASKED_CUDA = "_ort_matrix_asked_cuda"  # set on each session: did its providers 
 
 
 def wrap_providers(original: Callable[..., Any], via: str, forced: dict[str, str],
-                   on_injection: Callable[[], None]) -> Callable[..., Any]:
+                   on_injection: Callable[[], str]) -> Callable[..., Any]:
     """Wrap a method that takes providers (__init__, set_providers): note whether the session asked
     for the CUDA EP (the census counts only such sessions' runs), and make `forced` reach it."""
     signature = inspect.signature(original)
@@ -73,9 +73,9 @@ def wrap_providers(original: Callable[..., Any], via: str, forced: dict[str, str
         if new_providers is not providers:
             bound.arguments["providers"] = new_providers
             bound.arguments["provider_options"] = new_options
-            INJECTIONS.append({"via": via, "given": {"providers": providers, "provider_options": options},
+            test = on_injection()  # counts it for the current test, and names that test
+            INJECTIONS.append({"test": test, "via": via, "given": {"providers": providers, "provider_options": options},
                                "passed": {"providers": new_providers, "provider_options": new_options}})
-            on_injection()
         return original(*bound.args, **bound.kwargs)
 
     return wrapper

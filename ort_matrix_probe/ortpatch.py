@@ -29,7 +29,7 @@ class Patch:
 
     forced: dict[str, str]
     tap: Fd1Tap
-    on_injection: Callable[[], None]
+    on_injection: Callable[[], str]  # counts an injection; returns the current test's node id
 
 
 def _install(cls: type, name: str, wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:

@@ -74,8 +74,9 @@ class Probe:
         target = self.pending_sdpa if cuda else self.unattributed
         target.setdefault(self.current, []).extend(tiers_in(data))
 
-    def on_injection(self) -> None:
+    def on_injection(self) -> str:
         self.injected[self.current] = self.injected.get(self.current, 0) + 1
+        return self.current
 
     @property
     def is_worker(self) -> bool:

@@ -26,11 +26,13 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
           earlier: dict[str, Result], print_table: bool) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
         if isinstance(resolved, MatrixError):
-            return session.error(str(resolved))  # type: ignore[no-any-return]
+            session.error(str(resolved))  # raises
+            return
         try:
             written = run_cell(matrix, cell, resolved, modes, session.posargs, earlier, log=session.log, echo=print)
         except (MatrixError, BuildError, StoreError) as exc:
-            return session.error(str(exc))  # type: ignore[no-any-return]
+            session.error(str(exc))  # raises
+            return
         if print_table:
             print(table.render(cell.name, written))
         failed = [r.session for r in written if not r.passed]

@@ -19,18 +19,17 @@ from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
-from .model import BACKENDS, ID_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
+from .model import BACKENDS, ID_PATTERN, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
 from .pairings import expand
 
 T = TypeVar("T")
 
 
-def _kind(hint: Any) -> tuple[Any, bool]:
-    """The type a key holds, and whether it may be absent (X | None)."""
+def _kind(hint: Any) -> Any:
+    """The type a key holds: X for X | None (absent keys keep their default)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return args[0], True
-    return hint, False
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
 
 
 class Reader:
@@ -62,7 +61,7 @@ class Reader:
 
     def value(self, raw: Any, key: str, name: str, hint: Any, default: Any, minimum: int | None = None) -> Any:
         """One key's value checked against its declared type; the default when it is wrong."""
-        kind, _ = _kind(hint)
+        kind = _kind(hint)
         origin, args = typing.get_origin(kind), typing.get_args(kind)
         if kind is str:
             if isinstance(raw, str):
@@ -87,7 +86,7 @@ class Reader:
                 return tuple(self.entry(item, f"{key}[{i}]", args[0]) for i, item in enumerate(raw))
             self.bad(key, "must be a list of tables", f'write {name} = [{{ test = "regex", reason = "why" }}]')
         elif origin is dict:
-            if isinstance(raw, dict) and all(isinstance(v, (str, int)) for v in raw.values()):
+            if isinstance(raw, dict) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in raw.values()):
                 return {k: str(v) for k, v in raw.items()}
             self.bad(key, "must be a table of strings", f'write {name} = {{ NAME = "value" }}')
         else:  # pragma: no cover - a model type the reader does not know is a bug here
@@ -128,6 +127,10 @@ class Reader:
                 self.bad(f"{section}.{ident}", "must be a table", f"write [{section}.{ident}]")
         return out
 
+    def python(self, key: str, version: str) -> None:
+        if not re.fullmatch(PYTHON_PATTERN, version):
+            self.bad(key, f"must be a python version such as \"3.12\", found {version!r}", 'write "3.12"')
+
     def one_form(self, body: dict[str, Any], key: str, forms: tuple[tuple[str, ...], ...]) -> None:
         present = ["/".join(f) for f in forms if any(k in body for k in f)]
         if len(present) != 1:
@@ -145,6 +148,10 @@ def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings
     for mode in s.modes or ():
         if mode not in MODES:
             r.bad("matrix.modes", f"unknown mode {mode!r}", f"use some of {list(MODES)}")
+    if s.modes == ():
+        r.bad("matrix.modes", "is empty: every pairing would run nothing", f"list some of {list(MODES)}, or remove the key")
+    for i, version in enumerate(s.pythons):
+        r.python(f"matrix.pythons[{i}]", version)
     if not re.fullmatch(ID_PATTERN, s.prefix):
         r.bad("matrix.prefix", "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')
     # MATRIX_WHEELHOUSE / MATRIX_OFFLINE=1 let a host without network run a shipped matrix unedited
@@ -159,19 +166,14 @@ def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dic
     for ident, body in r.ids(data, section).items():
         key = f"{section}.{ident}"
         r.one_form(body, key, forms)
+        for k, needs in getattr(cls, "REQUIRES", {}).items():
+            if k in body and not all(n in body for n in needs):
+                r.bad(f"{key}.{k}", f"only applies with `{'`, `'.join(needs)}`", f"remove {k}, or add {', '.join(needs)}")
         for flag in flags:
             if body.get(flag) is False:
                 others = " or ".join("/".join(f) for f in forms if f != (flag,))
                 r.bad(f"{key}.{flag}", f"{flag} = false declares nothing", f"write {flag} = true, or use {others}")
         out[ident] = r.entry(body, key, cls, id=ident)
-    return out
-
-
-def _torches(r: Reader, data: dict[str, Any]) -> dict[str, Torch]:
-    out = _entries(r, data, "torch", Torch)
-    for ident, t in out.items():
-        if t.index_url is not None and t.requirement is None:
-            r.bad(f"torch.{ident}.index_url", "only applies with `requirement`", "remove index_url, or add requirement")
     return out
 
 
@@ -213,8 +215,10 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
     data = read_toml(path)
     r = Reader(str(path))
     r.table(data, "(top level)", {"$schema", "matrix", "ort", "torch", "libs", "pairing", "suite"})
+    if "$schema" in data and not isinstance(data["$schema"], str):
+        r.bad("$schema", f"must be a string, found {data['$schema']!r}", '"$schema" = "./matrix.schema.json"')
     settings = _settings(r, data, overrides)
-    orts, torches = _entries(r, data, "ort", Ort), _torches(r, data)
+    orts, torches = _entries(r, data, "ort", Ort), _entries(r, data, "torch", Torch)
     libs, suites = _entries(r, data, "libs", Libs), _suites(r, data)
     pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},
                       tuple(suites))

@@ -20,6 +20,7 @@ from ..overrides import Workspace
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
+PYTHON_PATTERN = r"[0-9]+\.[0-9]+"
 _ANY_BACKEND = "|".join(BACKENDS)
 
 
@@ -76,7 +77,8 @@ class Settings:
     """[matrix]: what every pairing shares."""
 
     prefix: str = key("cell session names start with it", "gpu", example='"gpu"', pattern=f"^{ID_PATTERN}$")
-    pythons: tuple[str, ...] = key("python versions, used when [pairing] has no include", (), example='["3.12"]')
+    pythons: tuple[str, ...] = key("python versions, used when [pairing] has no include", (), example='["3.12"]',
+                                   pattern=f"^{PYTHON_PATTERN}$")
     backend: str = key("venv backends, the first one available wins", "uv|virtualenv", example='"uv|virtualenv"',
                        pattern=f"^({_ANY_BACKEND})(\\|({_ANY_BACKEND}))*$")
     wheelhouse: tuple[str, ...] = key("extra --find-links dirs; ${VAR} expanded, relative to the matrix file", ())
@@ -107,6 +109,7 @@ class Torch:
     """[torch.<id>]: the torch a pairing installs or reuses, or none."""
 
     FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("requirement",), ("environment",), ("skip",))
+    REQUIRES: ClassVar[dict[str, tuple[str, ...]]] = {"index_url": ("requirement",)}  # key -> keys it needs
     id: str = ""
     requirement: str | None = key("a pip requirement", None, example='"torch==2.11.0"')
     index_url: str | None = key("the index the requirement comes from (with requirement only)", None,
@@ -189,11 +192,11 @@ class Suite:
 class IncludeEntry:
     """One entry of pairing.include."""
 
-    python: str = key("a python version", "", required=True, example='"3.12"')
-    ort: str = key("an [ort.<id>]", "", required=True)
-    torch: str = key("a [torch.<id>]", "", required=True)
-    libs: str = key("a [libs.<id>]", "", required=True)
-    suite: str | None = key("a [suite.<id>] (default: matrix.suite)", None)
+    python: str | None = key("a python version", None, required=True, example='"3.12"', pattern=f"^{PYTHON_PATTERN}$")
+    ort: str | None = key("an [ort.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
+    torch: str | None = key("a [torch.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
+    libs: str | None = key("a [libs.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
+    suite: str | None = key("a [suite.<id>] (default: matrix.suite)", None, pattern=f"^{ID_PATTERN}$")
     modes: tuple[str, ...] | None = key("the modes of this pairing (default: matrix.modes)", None)
 
 

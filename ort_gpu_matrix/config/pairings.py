@@ -23,8 +23,14 @@ def _candidates(r: Reader, p: dict[str, Any], declared: dict[str, tuple[str, ...
             r.bad("pairing.include", "must be a list of tables",
                   'include = [{ python = "3.12", ort = "...", torch = "...", libs = "..." }]')
             return []
-        return [(f"pairing.include[{i}]", r.entry(e, f"pairing.include[{i}]", IncludeEntry))
-                for i, e in enumerate(p["include"])]
+        out = []
+        for i, raw in enumerate(p["include"]):
+            key = f"pairing.include[{i}]"
+            entry = r.entry(raw, key, IncludeEntry)
+            if entry.python is not None:
+                r.python(f"{key}.python", entry.python)
+            out.append((key, entry))
+        return out
     for axis in AXES:
         if not declared[axis]:
             where = "matrix.pythons" if axis == "python" else f"[{axis}.<id>]"
@@ -47,23 +53,24 @@ def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[st
     for key, entry in _candidates(r, p, declared):
         for axis in AXES[1:]:
             ident = getattr(entry, axis)
-            if ident and ident not in declared[axis]:
+            if ident is not None and ident not in declared[axis]:
                 r.bad(f"{key}.{axis}", f"unknown {axis} id {ident!r}",
                       f"declare [{axis}.{ident}] or use one of: {', '.join(declared[axis]) or '(none declared)'}")
-        suite = entry.suite or s.suite
+        suite = entry.suite if entry.suite is not None else s.suite
         if suite is None:
             r.bad(f"{key}.suite", "the pairing has no suite", 'set [matrix] suite = "<id>" or give the entry suite = "<id>"')
         elif suite not in suites:
-            r.bad(f"{key}.suite" if entry.suite else "matrix.suite", f"unknown suite {suite!r}",
+            r.bad(f"{key}.suite" if entry.suite is not None else "matrix.suite", f"unknown suite {suite!r}",
                   f"declare [suite.{suite}] or use one of: {', '.join(suites) or '(none declared)'}")
         modes = entry.modes if entry.modes is not None else (s.modes if s.modes is not None else MODES)
-        if any(m not in MODES for m in modes):
-            r.bad(f"{key}.modes", f"must be a list drawn from {list(MODES)}", 'modes = ["normal"]')
+        if not modes or any(m not in MODES for m in modes):
+            problem = "is empty: the pairing would run nothing" if not modes else f"must be a list drawn from {list(MODES)}"
+            r.bad(f"{key}.modes", problem, 'modes = ["normal"]')
             modes = MODES
         full = {"python": entry.python, "ort": entry.ort, "torch": entry.torch, "libs": entry.libs, "suite": suite}
         if any(all(getattr(ex, k) in (None, full[k]) for k in full) for ex in exclude):
             continue
-        if all(full[a] for a in AXES) and suite is not None:
+        if entry.python and entry.ort and entry.torch and entry.libs and suite is not None:
             out.append(Pairing(entry.python, entry.ort, entry.torch, entry.libs, suite, tuple(modes), key))
     if not out and not r.problems:
         r.bad("pairing", "no pairing is left after exclude", "loosen pairing.exclude or add pairing.include entries")

@@ -51,8 +51,12 @@ def table(cls: type, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         prop = {"description": s.doc, **_type(s.hint, s.name)}
         if s.minimum is not None:
             prop["minimum"] = s.minimum
-        if s.pattern:
+        if s.pattern and prop["type"] == "array":
+            prop["items"]["pattern"] = s.pattern
+        elif s.pattern:
             prop["pattern"] = s.pattern
+        if s.name in _MODE_KEYS:
+            prop["minItems"] = 1  # an empty list would run nothing
         if prop["type"] == "boolean" and s.name in flags:
             prop["const"] = True  # a form flag such as `none` or `skip` is only ever written as true
         elif s.default not in (None, (), {}, ""):
@@ -66,6 +70,9 @@ def table(cls: type, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         out["required"] = required
     if forms:  # exactly one form: a table naming two, or none, matches no single branch
         out["oneOf"] = [{"anyOf": [{"required": [k]} for k in form]} for form in forms]
+    requires: dict[str, tuple[str, ...]] = getattr(cls, "REQUIRES", {})
+    if requires:
+        out["dependentRequired"] = {k: list(v) for k, v in requires.items()}
     return out
 
 
