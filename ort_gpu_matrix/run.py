@@ -171,12 +171,14 @@ class _Signals:
     def _terminate(signum: int, frame: FrameType | None) -> None:
         raise Interrupted("SIGTERM")
 
-    def stopping(self, proc: subprocess.Popen[str], say: Callable[[str], None]) -> None:
+    def stopping(self, proc: subprocess.Popen[str], workdir: Path) -> None:
+        """From now on a second SIGINT or SIGTERM kills the group, removes the private dir and exits."""
         def at_once(signum: int, frame: FrameType | None) -> None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            shutil.rmtree(workdir, ignore_errors=True)
             os._exit(128 + signum)
 
         if threading.current_thread() is threading.main_thread():
@@ -236,7 +238,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         except KeyboardInterrupt as exc:
             name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
             stopped, interrupt = f"interrupted ({name})", exc
-            signals.stopping(proc, say)
+            signals.stopping(proc, workdir)
             say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; "
                 "a second Ctrl-C exits at once")
             _stop_group(proc, STOP_GRACE_S)

@@ -224,8 +224,6 @@ def _stale_because(target: Path, fp: dict[str, Any], python: str) -> str | None:
 
 def _build_in_place(matrix: Matrix, cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
                     log: Callable[[str], None]) -> None:
-    for leftover in target.parent.glob(f".{target.name}.build.*"):  # from builds made aside, before builds in place
-        shutil.rmtree(leftover, ignore_errors=True)
     shutil.rmtree(target, ignore_errors=True)
     try:
         backend = _build(matrix, cell, r, target, log)
@@ -245,6 +243,12 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
     (root / ".locks").mkdir(parents=True, exist_ok=True)
     lock = ReadWriteLock(root / ".locks" / f"{target.name}.lock", is_singleton=False)
     built = False
+    leftovers = list(root.glob(f".{target.name}.build.*"))  # what a killed build left, before builds in place
+    if leftovers:
+        with lock.write_lock():
+            for leftover in leftovers:
+                log(f"removing {leftover}, left by an unfinished build")
+                shutil.rmtree(leftover, ignore_errors=True)
     while True:
         with lock.read_lock():
             if _stale_because(target, fp, cell.python) is None:
