@@ -79,6 +79,38 @@ def _named_version(exe: str) -> str | None:
     return match.group(1) if match and is_binary else None
 
 
+_NOT_A_SHIM = "not a pyenv shim"
+
+
+def _pyenv_target(shim: str, name: str) -> str | None:
+    """The interpreter a pyenv shim would run, found as pyenv finds it, without starting pyenv.
+
+    pyenv picks the versions from PYENV_VERSION, else the nearest .python-version from the cwd up,
+    else <root>/version, and runs the first that has `name`. Returns that file; None when none
+    has it (the shim would fail); _NOT_A_SHIM when this is no pyenv shim, or `system` is among
+    the versions, so only asking the shim can tell.
+    """
+    root = Path(shim).parent.parent
+    if Path(shim).parent.name != "shims" or not (root / "versions").is_dir():
+        return _NOT_A_SHIM
+    versions = os.environ.get("PYENV_VERSION", "").split(":")
+    if not any(versions):
+        here = Path.cwd()
+        for d in (here, *here.parents):
+            if (d / ".python-version").is_file():
+                versions = (d / ".python-version").read_text().split()
+                break
+        else:
+            versions = (root / "version").read_text().split() if (root / "version").is_file() else []
+    if "system" in versions:
+        return _NOT_A_SHIM
+    for v in versions:
+        exe = root / "versions" / v / "bin" / name
+        if exe.is_file():
+            return str(exe)
+    return None
+
+
 def _asked_version(exe: str) -> str | None:
     try:
         out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -92,9 +124,10 @@ def _asked_version(exe: str) -> str | None:
 def find_interpreter(version: str) -> str | None:
     """A python that really is `version`, starting as few processes as possible.
 
-    `nox -l` resolves every cell, so the running interpreter and binaries whose
-    real name gives their version answer without a process; only scripts such
-    as pyenv shims, which can lie about what they run, are asked.
+    `nox -l` resolves every cell, so the running interpreter, binaries whose
+    real name gives their version, and pyenv shims (read as pyenv reads them)
+    answer without a process; only other scripts, which can lie about what they
+    run, are asked.
     """
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
         # the base interpreter's real file: the same path however nox was started (a venv, pipx, python3.X -m)
@@ -103,6 +136,10 @@ def find_interpreter(version: str) -> str | None:
         exe = shutil.which(name)
         if not exe:
             continue
+        target = _pyenv_target(exe, name)
+        if target is None:
+            continue  # a pyenv shim with no such interpreter behind it
+        exe = exe if target == _NOT_A_SHIM else target
         named = _named_version(exe)
         if (named if named is not None else _asked_version(exe)) == version:
             return exe

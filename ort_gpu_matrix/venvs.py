@@ -75,7 +75,7 @@ def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict[str, Any]:
         "wheelhouse": list(r.wheelhouse),
         "offline": matrix.settings.offline,
         "tools": list(matrix.settings.tools),
-        "suite_requirements": list(cell.suite.requirements),
+        "suite_requirements": list(cell.suite.installs),
     }
 
 
@@ -96,8 +96,8 @@ def venv_name(matrix: Matrix, cell: Cell) -> str:
     requirements, share one venv. Suite requirements add a short hash, so suites that need
     different packages get venvs of their own instead of rebuilding one in turn."""
     name = f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
-    if cell.suite.requirements:
-        digest = hashlib.sha256("\n".join(sorted(cell.suite.requirements)).encode()).hexdigest()[:8]
+    if cell.suite.installs:
+        digest = hashlib.sha256("\n".join(sorted(cell.suite.installs)).encode()).hexdigest()[:8]
         name += f"-r{digest}"
     return name
 
@@ -174,7 +174,7 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
     if t.requirement:
         extra = ["--index-url", t.index_url] if t.index_url and not matrix.settings.offline else []
         _run([*pip, *index, *extra, t.requirement], log)
-    _run([*pip, *index, r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.requirements], log)
+    _run([*pip, *index, r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs], log)
     return backend
 
 

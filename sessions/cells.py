@@ -8,23 +8,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ort_gpu_matrix.cells import Cell, cells_of
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Matrix
 from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.harness import run_cell
 from ort_gpu_matrix.host import Resolved, check
 from ort_gpu_matrix.overrides import Overrides
-from ort_gpu_matrix.render import table
-from ort_gpu_matrix.results import Result, StoreError
-from ort_gpu_matrix.venvs import BuildError
+
+if TYPE_CHECKING:
+    from ort_gpu_matrix.results import Result
 
 
 def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: tuple[str, ...],
           earlier: dict[str, Result], print_table: bool) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
+        # imported here, not at registration: `nox -l` needs none of it
+        from ort_gpu_matrix.harness import run_cell
+        from ort_gpu_matrix.render import table
+        from ort_gpu_matrix.results import StoreError
+        from ort_gpu_matrix.venvs import BuildError
+
         if isinstance(resolved, MatrixError):
             session.error(str(resolved))  # raises
             return

@@ -284,6 +284,8 @@ FAULTS = [
                                        "was running were not counted (CUDNN_FLASH_ATTENTION)"] or pytest.fail(r["warnings"])),
     Row("a test hangs", lambda h: _run(h, ["test_hang.py"], suite_extra="timeout = 3"),
         "timed out after 3 s; running: test_hang.py::test_forever"),
+    Row("a test outlives the suite's test_timeout", lambda h: _run(h, ["test_hang.py"], suite_extra="test_timeout = 2"),
+        "1 unexpected failure(s): test_hang.py::test_forever failed: Failed: Timeout (>2.0s) from pytest-timeout."),
     Row("a test hangs in an xdist worker", _hang_in_worker, "timed out after 4 s; running: test_hang.py::test_forever",
         lambda h, r: _pids_alive([h.hung_pid]) == [] or pytest.fail("the hung xdist worker outlived the run")),
     Row("SIGTERM to nox", _signalled(signal.SIGTERM), "interrupted (SIGTERM); running: test_slow.py::test_slow",

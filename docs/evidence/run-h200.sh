@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Reproduces docs/evidence/h200.md on the nvidia-h200 device machine, through the harness itself.
-# Needs /root/wheelhouse from ../shared/device/stage (onnxruntime-gpu 1.31.1, onnx 1.20.1, nox, virtualenv).
+# Needs /root/wheelhouse from ../shared/device/stage onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock defusedxml
 # Writes $OUT/h200.log and $OUT/results.tgz (every result JSON, log, junit and plugin report).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the log and results}"
-python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv || exit 1
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml || exit 1
 export MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs PYTHONUNBUFFERED=1
 RES=/root/matrix-results; rm -rf "$RES"; mkdir -p "$RES/variants"
 

@@ -187,6 +187,11 @@ class Suite:
                                    minimum=1)
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
+    @property
+    def installs(self) -> tuple[str, ...]:
+        """What this suite adds to its venvs: its requirements, and pytest-timeout when it sets test_timeout."""
+        return self.requirements + (("pytest-timeout",) if self.test_timeout is not None else ())
+
 
 @dataclass(frozen=True)
 class IncludeEntry:
