@@ -33,7 +33,7 @@ from .cells import Cell
 from .fsutil import copy_atomic, private_dir
 from .host import Resolved
 from .testenv import mode_env
-from .venvs import Venv
+from .venvs import Venv, importable
 
 PROBE = "ort_matrix_probe"
 PROBE_PLUGIN = f"{PROBE}.plugin"
@@ -206,7 +206,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels)
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
     plugins = ["-p", PROBE_PLUGIN]
-    if (venv.site_packages / "xdist").is_dir():  # autoload is off: -n needs xdist loaded by name
+    if importable(venv.site_packages, "xdist"):  # autoload is off: -n needs xdist loaded by name
         plugins += ["-p", "xdist.plugin"]
     if suite.test_timeout is not None:
         plugins += ["-p", "pytest_timeout", f"--timeout={suite.test_timeout}"]

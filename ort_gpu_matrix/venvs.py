@@ -182,6 +182,19 @@ def site_packages(venv: Path, python: str) -> Path:
     return venv / "lib" / f"python{python}" / "site-packages"
 
 
+def importable(site: Path, package: str) -> bool:
+    """Whether `package` imports in a venv: from its site-packages, or from a dir a .pth file there adds
+    (a reused torch environment brings pytest-xdist that way, and pip then installs no copy of its own)."""
+    dirs = [site]
+    for pth in site.glob("*.pth"):
+        try:
+            lines = pth.read_text().splitlines()
+        except OSError:
+            continue
+        dirs += [Path(line.strip()) for line in lines if line.strip() and not line.startswith(("#", "import"))]
+    return any((d / package / "__init__.py").is_file() for d in dirs)
+
+
 _CHECKED_DISTS = ("onnxruntime", "pytest")  # dist-name prefixes whose files must all be in place
 
 
