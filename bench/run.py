@@ -62,9 +62,10 @@ def nox_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args]
 
 
-def overhead(env: dict[str, str], matrix, cell, repeat: int) -> dict:
+def overhead(env: dict[str, str], matrix, cell, repeat: int, posargs: list[str]) -> dict:
     """nox -s <cell>-normal against bare pytest, paired and alternating, on the same reused venv."""
-    subprocess.run(nox_cmd("-s", f"{cell.name}-normal"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    session = nox_cmd("-s", f"{cell.name}-normal", *(["--", *posargs] if posargs else []))
+    subprocess.run(session, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     r = resolve(matrix, cell)
     with ensure_venv(matrix, cell, r, log=lambda _: None) as venv:
         pass
@@ -74,14 +75,15 @@ def overhead(env: dict[str, str], matrix, cell, repeat: int) -> dict:
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # bare: pytest as a user runs it
     (cwd / "pytest.ini").write_text("[pytest]\n")
     bare_cmd = [str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
-                "-p", "no:cacheprovider", "-q", *suite.pytest_args, *r.test_files]
+                "-p", "no:cacheprovider", "-q", *suite.pytest_args, *posargs, *r.test_files]
     bare, harness = [], []
     for _ in range(repeat):
         bare.append(_timed_any(bare_cmd, cwd, test_env))
-        harness.append(_timed_any(nox_cmd("-s", f"{cell.name}-normal"), REPO, env))
+        harness.append(_timed_any(session, REPO, env))
     shutil.rmtree(cwd, ignore_errors=True)
     b, h = median(bare), median(harness)
-    return {"bare_s": b, "nox_s": h, "ratio": round(h / b, 3), "target": "nox <= 1.03 x bare + 0.5 s",
+    return {"bare_s": b, "nox_s": h, "ratio": round(h / b, 3), "pytest_args": posargs,
+            "target": "nox <= 1.03 x bare + 0.5 s",
             "met": h <= 1.03 * b + 0.5, "runs": {"bare": bare, "nox": harness}}
 
 
@@ -118,38 +120,47 @@ def warm_noop(env: dict[str, str], cell, repeat: int) -> dict:
 
 
 def cold_setup(matrix, cell, wheelhouse: Path, repeat: int) -> dict:
+    """Fresh venvs from the wheelhouse, uv's cache warm for all (one uncounted run first), runs interleaved."""
     r = resolve(matrix, cell)
     if cell.torch.environment:
         return {"skipped": "this cell reuses a torch environment, which uv cannot serve (.pth paths)"}
     specs = [r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs]
-    out: dict = {}
     settings = dataclasses.replace(matrix.settings, offline=True, wheelhouse=(str(wheelhouse),))
-    for backend in ("uv", "virtualenv"):
-        times = []
-        for _ in range(repeat):
-            root = Path(tempfile.mkdtemp(prefix=f"bench-cold-{backend}-"))
-            m = dataclasses.replace(matrix, settings=dataclasses.replace(settings, backend=backend),
-                                    workspace=dataclasses.replace(matrix.workspace, venvs_dir=root))
-            rr = dataclasses.replace(r, wheelhouse=(str(wheelhouse),))
-            t = time.perf_counter()
-            with ensure_venv(m, cell, rr, log=lambda _: None):
-                times.append(time.perf_counter() - t)
-            shutil.rmtree(root, ignore_errors=True)
-        out[backend] = median(times)
+    rr = dataclasses.replace(r, wheelhouse=(str(wheelhouse),))
     uv = shutil.which("uv") or _uv_bin()
-    raw = []
-    for _ in range(repeat):
+
+    def engine(backend: str) -> float:
+        root = Path(tempfile.mkdtemp(prefix=f"bench-cold-{backend}-"))
+        m = dataclasses.replace(matrix, settings=dataclasses.replace(settings, backend=backend),
+                                workspace=dataclasses.replace(matrix.workspace, venvs_dir=root))
+        t = time.perf_counter()
+        with ensure_venv(m, cell, rr, log=lambda _: None):
+            took = time.perf_counter() - t
+        shutil.rmtree(root, ignore_errors=True)
+        return took
+
+    def raw() -> float:
         root = Path(tempfile.mkdtemp(prefix="bench-cold-raw-"))
         t = time.perf_counter()
         subprocess.run([uv, "venv", "--quiet", "--python", r.interpreter, str(root / "v")], check=True)
         subprocess.run([uv, "pip", "install", "--quiet", "--python", str(root / "v" / "bin" / "python"), "--no-index",
                         "--find-links", str(wheelhouse), *specs], check=True)
-        raw.append(time.perf_counter() - t)
+        took = time.perf_counter() - t
         shutil.rmtree(root, ignore_errors=True)
-    out["raw_uv"] = median(raw)
+        return took
+
+    raw()  # warms uv's cache, uncounted
+    runs: dict[str, list[float]] = {"uv": [], "raw_uv": [], "virtualenv": []}
+    for _ in range(repeat):
+        runs["uv"].append(engine("uv"))
+        runs["raw_uv"].append(raw())
+    for _ in range(max(1, repeat // 2)):
+        runs["virtualenv"].append(engine("virtualenv"))
+    out: dict = {k: median(v) for k, v in runs.items()}
     out["ratio_uv"] = round(out["uv"] / out["raw_uv"], 3)
     out["target"] = "engine with uv <= 1.2 x raw uv"
     out["met"] = out["uv"] <= 1.2 * out["raw_uv"]
+    out["runs"] = {k: [round(x, 3) for x in v] for k, v in runs.items()}
     return out
 
 
@@ -199,6 +210,7 @@ def main() -> int:
     ap.add_argument("--autoload-python", help="an interpreter that already has many pytest plugins (the torch env)")
     ap.add_argument("--skip", action="append", default=[], choices=["overhead", "warm", "cold", "list", "autoload"])
     ap.add_argument("--out", default=str(REPO / "bench" / "results.json"))
+    ap.add_argument("--pytest-args", default="", help='extra pytest arguments for the overhead runs, e.g. "-n 8"')
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -224,7 +236,7 @@ def main() -> int:
                  "python": platform.python_version(), "cell": cell.name, "repeat": args.repeat,
                  "venv": venv_name(matrix, cell), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if "overhead" not in args.skip:
-        out["overhead"] = overhead(env, matrix, cell, args.repeat)
+        out["overhead"] = overhead(env, matrix, cell, args.repeat, args.pytest_args.split())
     if "warm" not in args.skip:
         out["warm_noop"] = warm_noop(env, cell, args.repeat)
     if "cold" not in args.skip:
@@ -233,7 +245,7 @@ def main() -> int:
             r = resolve(matrix, cell)
             subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), r.ort_install,
                             *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs, *PLUGINS], check=True)
-        out["cold_setup"] = cold_setup(matrix, cell, wheelhouse, max(1, args.repeat // 2))
+        out["cold_setup"] = cold_setup(matrix, cell, wheelhouse, args.repeat)
     if "list" not in args.skip:
         out["nox_list"] = nox_list({**env, "MATRIX_TOML": str(REPO / "matrix.toml")}, max(args.repeat, 10))
     if "autoload" not in args.skip:
@@ -250,7 +262,7 @@ def table(out: dict) -> str:
     rows = [("measure", "result", "target", "met")]
     o = out.get("overhead")
     if o:
-        rows.append(("overhead: nox vs bare pytest", f"{o['nox_s']} s vs {o['bare_s']} s ({o['ratio']}x)", o["target"],
+        rows.append((f"overhead: nox vs bare pytest {' '.join(o['pytest_args'])}".rstrip(), f"{o['nox_s']} s vs {o['bare_s']} s ({o['ratio']}x)", o["target"],
                      str(o["met"])))
     w = out.get("warm_noop")
     if w:
