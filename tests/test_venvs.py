@@ -164,3 +164,25 @@ def test_the_default_dot_matrix_dir_is_marked_as_a_cache(harness, tmp_path):
     assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
     assert (cache / "results" / f"{CELL}-normal.json").is_file()
     assert not (harness.venvs / "CACHEDIR.TAG").exists()  # a venvs dir of the user's choosing is left alone
+
+
+def test_xdist_that_a_torch_environment_provides_is_loaded(harness, tmp_path):
+    """Autoload is off, so -n works only if xdist is loaded by name, also when it comes through the .pth
+    (the H200 image's torch env brings pytest-xdist; pip then installs no copy of its own)."""
+    import execnet
+    import xdist
+
+    env = tmp_path / "torch-env"
+    site = env / "lib" / f"python{PY}" / "site-packages"
+    site.mkdir(parents=True)
+    for module in (xdist, execnet):
+        (site / module.__name__).symlink_to(os.path.dirname(module.__file__))
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_allpass.py"], matrix_extra='tools = ["pytest>=8"]', suite_extra='pytest_args = ["-n", "2"]')
+    path = harness.matrix
+    path.write_text(path.read_text().replace("[torch.none]\nskip = true", f'[torch.none]\nenvironment = "{env}"'))
+    run = harness.nox("-s", CELL)
+    r = run.result("normal")
+    assert r["verdict"] == "pass", (r["reasons"], run.output[-2000:])
+    assert "-p xdist.plugin" in " ".join(r["command"])
+    assert not (harness.venvs / VENV / "lib" / f"python{PY}" / "site-packages" / "xdist").exists()
