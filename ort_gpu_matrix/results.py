@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import types
 import typing
@@ -97,6 +98,9 @@ class Result:
     libraries: Libraries
     teeth_coverage: TeethCoverage | None
     venv: VenvInfo
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)  # node id -> outcome
+    reruns: dict[str, int] = dataclasses.field(default_factory=dict)  # node id -> failed attempts rerun
+    host: str = ""
     run_id: str = ""
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
@@ -188,6 +192,9 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         libraries=verdict.libraries,
         teeth_coverage=verdict.teeth_coverage,
         venv=VenvInfo(str(venv_path), fingerprint),
+        outcomes=verdict.outcomes,
+        reruns=verdict.reruns,
+        host=socket.gethostname(),
         run_id=run_id,
         stopped=outcome.stopped,
     )

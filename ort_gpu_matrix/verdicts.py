@@ -44,6 +44,7 @@ class TestResult:
     outcome: str  # passed failed skipped error xfailed xpassed
     message: str
     sdpa: tuple[str, ...]
+    reruns: int = 0  # failed attempts before this outcome (pytest-rerunfailures)
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,14 @@ class TeethCoverage:
     toothless: int = 0
     declared_toothless: list[str] = field(default_factory=list)
     undeclared_toothless: list[str] = field(default_factory=list)
+    bitten_tests: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         if not self.checked:
             return {"checked": False}
         return {"checked": True, "cudnn_tests": self.cudnn_tests, "bitten": self.bitten, "toothless": self.toothless,
-                "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless}
+                "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless,
+                "bitten_tests": self.bitten_tests}
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class Verdict:
     dispatch: Dispatch
     libraries: Libraries
     teeth_coverage: TeethCoverage | None = None
+    outcomes: dict[str, str] = field(default_factory=dict)  # node id -> outcome, every test with one
+    reruns: dict[str, int] = field(default_factory=dict)  # node id -> failed attempts rerun, where any
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,8 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     out = []
     for nodeid, t in report.get("tests", {}).items():
         if t.get("outcome"):
-            out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", []))))
+            out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", [])),
+                                  int(t.get("reruns", 0))))
         else:  # reported on, but without an outcome: its process died under it
             out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", ()))
         if t.get("teardown_error"):
@@ -276,7 +282,7 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
         out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
                            f"fail with the verbatim message when MATH was forced: {_listing(undeclared)}")
     out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
-                                 declared, undeclared)
+                                 declared, undeclared, sorted(n for n in cudnn_tests if n in bitten))
     return out
 
 
@@ -346,4 +352,4 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
-                   found.coverage)
+                   found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns})

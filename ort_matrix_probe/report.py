@@ -36,6 +36,10 @@ def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
     entry["duration_s"] = round(entry["duration_s"] + getattr(report, "duration", 0.0), 4)
     wasxfail = hasattr(report, "wasxfail")
+    if getattr(report, "outcome", None) == "rerun":  # pytest-rerunfailures: a failed attempt, tried again
+        entry["reruns"] = entry.get("reruns", 0) + 1
+        entry["rerun_messages"] = [*entry.get("rerun_messages", []), message_of(report)][-3:]
+        return
     if report.when not in ("setup", "call", "teardown"):
         if report.failed:  # xdist's crashed-worker report: the test has no outcome of its own
             entry["outcome"] = "error"

@@ -21,6 +21,8 @@ class TestEntry(TypedDict):
     teardown_error: NotRequired[str]
     injections: NotRequired[int]
     unattributed: NotRequired[list[str]]  # tiers printed during the test while only CPU sessions ran
+    reruns: NotRequired[int]  # failed attempts pytest-rerunfailures ran again
+    rerun_messages: NotRequired[list[str]]  # the last few of their messages
 
 
 class CollectionEntry(TypedDict):

@@ -1,6 +1,7 @@
 """nox session definitions only: each module turns engine calls into sessions.
 
     cells.py   one session per cell (all its modes, then a table) and one per cell and mode
+    sweep.py   `sweep` (every cell, one report, regressions against a baseline) and `report`
 
 The engine (ort_gpu_matrix) never imports nox; these modules are the only ones that touch it.
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import cells
+from . import cells, sweep
 
 
 def register(nox: Any, default_matrix: Path) -> None:
     """Register every session; called by the noxfile with the matrix.toml beside it."""
     cells.register(nox, default_matrix)
+    sweep.register(nox, default_matrix)

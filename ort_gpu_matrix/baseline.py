@@ -1,0 +1,153 @@
+"""A baseline: what a sweep found, per cell and mode, kept small enough to commit and to diff.
+
+A release engineer saves the last release's sweep as `baselines/<name>.json` and compares the next
+release's sweep against it. Only what a comparison needs is kept: the verdict, the counts, each
+test's outcome with the tiers it dispatched (one line per test), the teeth coverage, a summary
+of the library audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .fsutil import write_atomic
+from .results import Result
+
+BASELINE_VERSION = 1
+
+
+class BaselineError(Exception):
+    """A baseline that cannot be read or written; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class TestLine:
+    outcome: str
+    tiers: tuple[str, ...] = ()  # the set of tiers it dispatched, sorted
+    reruns: int = 0
+
+    def encode(self) -> str:
+        return " ".join([self.outcome, *self.tiers, *([f"reruns={self.reruns}"] if self.reruns else [])])
+
+    @classmethod
+    def decode(cls, text: str) -> TestLine:
+        outcome, *rest = text.split()
+        reruns = next((int(t.split("=", 1)[1]) for t in rest if t.startswith("reruns=")), 0)
+        return cls(outcome, tuple(t for t in rest if not t.startswith("reruns=")), reruns)
+
+
+@dataclass(frozen=True)
+class ModeRecord:
+    verdict: str
+    counts: dict[str, int]
+    tests: dict[str, TestLine]
+    teeth: dict[str, list[str]] | None  # bitten and toothless test ids, when coverage was checked
+    library: dict[str, Any]  # by-name cudnn and cudart (file and version), the cuDNN copies mapped
+    provenance: dict[str, Any]
+
+    @classmethod
+    def of(cls, r: Result) -> ModeRecord:
+        tiers = r.dispatch.tests
+        tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0)) for n, o in r.outcomes.items()}
+        cov = r.teeth_coverage
+        teeth = None
+        if cov is not None and cov.checked:
+            teeth = {"bitten": sorted(cov.bitten_tests),
+                     "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
+        return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
+                "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
+        return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
+                   d.get("library", {}), d.get("provenance", {}))
+
+
+def library_summary(r: Result) -> dict[str, Any]:
+    """What served the tests, across the run's test processes: the by-name resolutions and the cuDNN copies."""
+    by_name: dict[str, set[str]] = {"cudnn": set(), "cudart": set()}
+    copies: set[str] = set()
+    for audit in r.libraries.audits:
+        names: dict[str, Any] = dict(audit.get("by_name", {}))
+        for lib in by_name:
+            hit: dict[str, Any] = names.get(lib) or {}
+            if hit.get("file"):
+                by_name[lib].add(f"{hit['file']} ({hit.get('version')})")
+        for c in audit.get("cudnn_copies", []):
+            copies.add(f"{c['file']} ({c.get('file_version') or 'version unknown'})")
+    return {"pinned": {k: v for k, v in r.libraries.pinned.items() if v}, "cudnn_copies": sorted(copies),
+            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}}
+
+
+def provenance_summary(r: Result) -> dict[str, Any]:
+    p = r.provenance
+    ort: dict[str, Any] = dict(p.ort or {})
+    torch: dict[str, Any] = dict(p.torch or {})
+    return {"ort": f"{ort.get('distribution')} {ort.get('version')}" if ort else None,
+            "ort_cuda": ort.get("cuda_version"), "ort_wheel_sha256": p.ort_wheel_sha256,
+            "torch": f"{torch.get('version')} (cuda {torch.get('cuda')})" if torch else None,
+            "python": p.python, "host": r.host}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    cells: dict[str, dict[str, ModeRecord]]  # cell name -> mode -> record
+    name: str = ""
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @classmethod
+    def of(cls, results: list[Result], name: str = "") -> Baseline:
+        cells: dict[str, dict[str, ModeRecord]] = {}
+        for r in results:
+            cells.setdefault(r.cell.name, {})[r.mode] = ModeRecord.of(r)
+        return cls(cells, name)
+
+    def to_json(self) -> str:
+        data = {"baseline_version": BASELINE_VERSION, "name": self.name, "created": self.created,
+                "cells": {c: {m: rec.to_dict() for m, rec in modes.items()} for c, modes in self.cells.items()}}
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    def save(self, path: Path) -> None:
+        try:
+            write_atomic(path, self.to_json())
+        except OSError as exc:
+            raise BaselineError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Baseline:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise BaselineError(f"{path}: no such baseline; save one with `nox -s sweep -- --save-baseline NAME`") from None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BaselineError(f"{path}: cannot be read as a baseline ({exc})") from None
+        if not isinstance(data, dict) or data.get("baseline_version") != BASELINE_VERSION:
+            version = data.get("baseline_version") if isinstance(data, dict) else None
+            raise BaselineError(f"{path}: baseline_version {version!r} is not one this ort-gpu-matrix reads "
+                                f"({BASELINE_VERSION}); re-save it from the results it was made from")
+        try:
+            cells = {c: {m: ModeRecord.from_dict(rec) for m, rec in modes.items()} for c, modes in data["cells"].items()}
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise BaselineError(f"{path}: is not a well-formed baseline ({type(exc).__name__}: {exc})") from None
+        return cls(cells, str(data.get("name", "")), str(data.get("created", "")))
+
+
+def baselines_dir(matrix_file: Path) -> Path:
+    """MATRIX_BASELINES, else baselines/ beside the matrix file: baselines are files users commit."""
+    env = os.environ.get("MATRIX_BASELINES")
+    return Path(env).resolve() if env else matrix_file.parent / "baselines"
+
+
+def resolve_baseline(name_or_file: str, matrix_file: Path) -> Path:
+    """A path as given if it names a file, else baselines/<name>.json."""
+    p = Path(name_or_file)
+    if p.suffix == ".json" or os.sep in name_or_file:
+        return p.resolve()
+    return baselines_dir(matrix_file) / f"{name_or_file}.json"

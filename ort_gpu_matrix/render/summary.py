@@ -1,0 +1,59 @@
+"""The lines every report form shares: one per cell and mode, one audit line per cell, the changes."""
+from __future__ import annotations
+
+from ..baseline import library_summary
+from ..compare import Change
+from ..report import Report
+from ..results import Result
+
+MODE_ORDER = ("normal", "require_cudnn", "teeth")
+
+
+def modes_of(report: Report) -> list[str]:
+    seen = {r.mode for r in report.results}
+    return [m for m in MODE_ORDER if m in seen]
+
+
+def cell_text(r: Result | None) -> str:
+    """`PASS 14/0/0` (passed/failed+errors/skipped), `FAIL 7/7/0`, or `-` when the mode did not run."""
+    if r is None:
+        return "-"
+    c = r.counts
+    return f"{r.verdict.value.upper()} {c.passed}/{c.failed + c.errors}/{c.skipped}"
+
+
+def tiers_text(r: Result) -> str:
+    return ", ".join(f"{k} {n}" for k, n in r.dispatch.tests_per_tier.items()) or "no tier"
+
+
+def coverage_text(r: Result) -> str:
+    cov = r.teeth_coverage
+    if cov is None:
+        return ""
+    if not cov.checked:
+        return "coverage not checked"
+    return f"cuDNN {cov.cudnn_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
+
+
+def audit_line(results: list[Result]) -> str:
+    """One line per cell: what a by-name cuDNN load resolved to, and every cuDNN copy mapped."""
+    lib = library_summary(results[0])
+    by_name = "; ".join(lib.get("cudnn_by_name", [])) or "not resolved"
+    copies = len(lib.get("cudnn_copies", []))
+    pinned = lib["pinned"].get("cudnn") or "nothing pinned"
+    return f"cuDNN by name: {by_name} ({copies} cop{'y' if copies == 1 else 'ies'} mapped; pinned: {pinned})"
+
+
+def provenance_text(r: Result) -> str:
+    p = r.provenance
+    ort = f"{p.ort['distribution']} {p.ort['version']}" if p.ort else "ORT unknown"
+    torch = f"torch {p.torch['version']}" if p.torch else "no torch"
+    return f"{ort}, {torch}, python {p.python}, host {r.host or '?'}"
+
+
+def change_sections(report: Report) -> list[tuple[str, list[Change]]]:
+    cmp = report.comparison
+    if cmp is None:
+        return []
+    return [("Regressions", cmp.regressions), ("Improvements", cmp.improvements), ("Added", cmp.added),
+            ("Removed", cmp.removed), ("Flaky (needed a rerun)", cmp.flaky)]

@@ -1,0 +1,46 @@
+"""The sweep report for the terminal: a cell x mode grid, then what changed, then the libs comparison."""
+from __future__ import annotations
+
+from ..report import Report
+from .summary import audit_line, cell_text, change_sections, coverage_text, modes_of, tiers_text
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def render(report: Report) -> str:
+    modes = modes_of(report)
+    grid = report.cells()
+    rows: list[tuple[str, ...]] = [("cell", *modes, "tests per tier (require_cudnn, else normal)", "teeth")]
+    for cell, by_mode in grid.items():
+        ref = by_mode.get("require_cudnn") or by_mode.get("normal") or next(iter(by_mode.values()))
+        teeth = by_mode.get("teeth")
+        rows.append((cell, *(cell_text(by_mode.get(m)) for m in modes), tiers_text(ref),
+                     coverage_text(teeth) if teeth else "-"))
+    lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows), ""]
+    for cell, by_mode in grid.items():
+        lines.append(f"  {cell}: {audit_line(list(by_mode.values()))}")
+        if cell in report.provenance_changes:
+            before, after = report.provenance_changes[cell]
+            lines.append(f"  {cell}: ORT {before} -> {after}")
+    for cell, why in report.skipped.items():
+        lines.append(f"  {cell}: not run here: {why}")
+    if report.comparison is None:
+        lines.append("\nno baseline given: nothing compared")
+    for title, changes in change_sections(report):
+        lines.append(f"\n{title} ({len(changes)})" + (":" if changes else ""))
+        lines += [f"  {c.line()}" for c in changes]
+    lines.append("\nlibs comparison (cells that differ only in their libs)")
+    if not report.libs:
+        lines.append("  no two cells differ only in their libs")
+    for d in report.libs:
+        left, right = d.cells
+        head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or '?'} vs {'; '.join(d.cudnn[1]) or '?'}"
+        lines.append(head)
+        lines += [f"    {t}: {a} | {b}" for t, a, b in d.tests] or ["    every test had the same outcome and tiers"]
+    verdict = "OK" if report.ok else "FAILED"
+    lines.append(f"\nsweep {verdict}: {len(report.failed)} failing mode(s), "
+                 f"{len(report.comparison.regressions) if report.comparison else 0} regression(s)")
+    return "\n".join(lines)

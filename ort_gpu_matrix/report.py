@@ -1,0 +1,87 @@
+"""The sweep report's data: a grid of cells x modes, what changed, and the libs comparison.
+
+Built from Results alone (a sweep just run, or result files gathered from CI artifacts), plus a
+baseline to compare against; rendered by render/ as a terminal grid, Markdown and HTML.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .baseline import Baseline
+from .compare import Comparison, LibsDiff, compare, libs_comparison
+from .results import Result, ResultError, load
+
+REPORT_FILES = ("report.md", "report.html")
+
+
+@dataclass
+class Report:
+    results: list[Result]
+    comparison: Comparison | None  # None: no baseline was given
+    libs: list[LibsDiff]
+    baseline_name: str | None = None
+    provenance_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # cell -> (before, after)
+    skipped: dict[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it (listed only)
+
+    @property
+    def failed(self) -> list[Result]:
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not (self.comparison and self.comparison.regressions)
+
+    def cells(self) -> dict[str, dict[str, Result]]:
+        grid: dict[str, dict[str, Result]] = {}
+        for r in sorted(self.results, key=lambda r: r.cell.name):
+            grid.setdefault(r.cell.name, {})[r.mode] = r
+        return grid
+
+
+def build(results: list[Result], baseline: Baseline | None = None, baseline_name: str | None = None,
+          skipped: dict[str, str] | None = None) -> Report:
+    run = Baseline.of(results)
+    ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
+                         "suite": r.cell.suite} for r in results}
+    comparison = compare(baseline, run) if baseline is not None else None
+    changes: dict[str, tuple[Any, Any]] = {}
+    if baseline is not None:
+        for cell, modes in run.cells.items():
+            before = next(iter(baseline.cells.get(cell, {}).values()), None)
+            after = next(iter(modes.values()))
+            if before is not None and before.provenance.get("ort") != after.provenance.get("ort"):
+                changes[cell] = (before.provenance.get("ort"), after.provenance.get("ort"))
+    return Report(results, comparison, libs_comparison(run, ids), baseline_name, changes, dict(skipped or {}))
+
+
+class InputError(Exception):
+    """A results path that cannot be used; the message names it."""
+
+
+def gather(paths: list[Path]) -> list[Result]:
+    """Current results (`<session>.json`) from files and dirs; bundles under runs/ are history, not read."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*.json") if "runs" not in f.relative_to(p).parts
+                            and not f.name.startswith((".", "sweep")) and f.parent.name != ".locks")
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError(f"{p}: no such file or directory")
+    out = []
+    for f in files:
+        try:
+            head = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{f}: is not JSON ({exc})") from None
+        if not (isinstance(head, dict) and "schema_version" in head and "session" in head):
+            continue  # another JSON file in the dir (a probe report, a bench file)
+        try:
+            out.append(load(f))
+        except ResultError as exc:
+            raise InputError(str(exc)) from None
+    return out
