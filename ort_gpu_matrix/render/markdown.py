@@ -47,7 +47,7 @@ def render(report: Report) -> str:
         out.append("No two cells differ only in their libs.")
     for d in report.libs:
         out.append(f"- **{esc(d.cells[0])}** vs **{esc(d.cells[1])}** ({d.mode}), cuDNN "
-                   f"{esc('; '.join(d.cudnn[0]))} vs {esc('; '.join(d.cudnn[1]))}: "
+                   f"{esc('; '.join(d.cudnn[0]) or 'not resolved')} vs {esc('; '.join(d.cudnn[1]) or 'not resolved')}: "
                    + (f"{len(d.tests)} test(s) differ" if d.tests else "every test had the same outcome and tiers"))
         out += [f"  - `{esc(t)}`: {esc(a)} vs {esc(b)}" for t, a, b in d.tests]
     failing = [(r.session, r.reasons) for r in report.failed]

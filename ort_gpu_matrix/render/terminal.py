@@ -37,7 +37,7 @@ def render(report: Report) -> str:
         lines.append("  no two cells differ only in their libs")
     for d in report.libs:
         left, right = d.cells
-        head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or '?'} vs {'; '.join(d.cudnn[1]) or '?'}"
+        head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or 'not resolved'} vs {'; '.join(d.cudnn[1]) or 'not resolved'}"
         lines.append(head)
         lines += [f"    {t}: {a} | {b}" for t, a, b in d.tests] or ["    every test had the same outcome and tiers"]
     verdict = "OK" if report.ok else "FAILED"
