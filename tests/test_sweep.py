@@ -60,7 +60,8 @@ class Sweeper:
         self.root, self.venvs, self.libs = root, venvs, libs
         self.baselines = root / "baselines"
 
-    def sweep(self, name: str, *args: str, suite_extra: str = "", c914: str | None = None) -> tuple[int, str, dict]:
+    def sweep(self, name: str, *args: str, suite_extra: str = "", c914: str | None = None,
+              env_extra: dict | None = None) -> tuple[int, str, dict]:
         work = self.root / name
         work.mkdir()
         matrix = work / "matrix.toml"
@@ -68,6 +69,8 @@ class Sweeper:
                                         c919=self.libs["v919"], suite_extra=suite_extra))
         env = {**os.environ, "MATRIX_TOML": str(matrix), "MATRIX_RESULTS": str(work / "results"),
                "MATRIX_VENVS": str(self.venvs), "MATRIX_BASELINES": str(self.baselines)}
+        env.pop("GITHUB_STEP_SUMMARY", None)  # a CI runner's own summary file is not ours to write to
+        env.update(env_extra or {})
         proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--", *args],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
         sweep_json = work / "results" / "sweep.json"
@@ -121,11 +124,16 @@ def test_the_exact_changes_of_a_tier_regression(sweeper):
     assert "tier: " + CELL + " normal test_sweep.py::test_cudnn_dispatch: CUDNN_FLASH_ATTENTION -> MATH" in out
 
 
-def test_a_clean_resweep_reports_no_regression(sweeper):
-    code, out, data = sweeper.sweep("clean", "--baseline", "release-1")
+def test_a_clean_resweep_reports_no_regression(sweeper, tmp_path):
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    code, out, data = sweeper.sweep("clean", "--baseline", "release-1", env_extra={"GITHUB_STEP_SUMMARY": str(summary)})
     assert code == 0, out[-3000:]
     assert data["regressions"] == [] and data["ok"] is True
     assert "Regressions (0)" in out
+    text = summary.read_text()  # appended, as CI tools do, never overwritten
+    assert text.startswith("earlier step\n# ort-gpu-matrix sweep: OK\n")
+    assert text[len("earlier step\n"):] == (sweeper.root / "clean" / "results" / "report.md").read_text()
 
 
 def test_the_libs_comparison_names_each_cudnn(sweeper):
