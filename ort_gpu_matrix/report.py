@@ -61,8 +61,12 @@ class InputError(Exception):
     """A results path that cannot be used; the message names it."""
 
 
-def gather(paths: list[Path]) -> list[Result]:
-    """Current results (`<session>.json`) from files and dirs; bundles under runs/ are history, not read."""
+def gather(paths: list[Path], latest: bool = False) -> list[Result]:
+    """Current results (`<session>.json`) from files and dirs, from any number of hosts and runs.
+
+    Bundles under runs/ are history and are not read. Two results for one session from different
+    runs are refused, naming both, unless `latest` keeps the newer (by start time, then run id).
+    """
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -72,7 +76,7 @@ def gather(paths: list[Path]) -> list[Result]:
             files.append(p)
         else:
             raise InputError(f"{p}: no such file or directory")
-    out = []
+    out: list[tuple[Result, Path]] = []
     for f in files:
         try:
             head = json.loads(f.read_text())
@@ -81,7 +85,22 @@ def gather(paths: list[Path]) -> list[Result]:
         if not (isinstance(head, dict) and "schema_version" in head and "session" in head):
             continue  # another JSON file in the dir (a probe report, a bench file)
         try:
-            out.append(load(f))
+            out.append((load(f), f))
         except ResultError as exc:
             raise InputError(str(exc)) from None
-    return out
+    return _one_per_session(out, latest)
+
+
+def _one_per_session(found: list[tuple[Result, Path]], latest: bool) -> list[Result]:
+    chosen: dict[str, tuple[Result, Path]] = {}
+    for r, f in found:
+        seen = chosen.get(r.session)
+        if seen is None or seen[0].run_id == r.run_id:
+            chosen.setdefault(r.session, (r, f))
+            continue
+        if not latest:
+            raise InputError(f"{r.session}: two results from different runs: {seen[1]} (run {seen[0].run_id}, host "
+                             f"{seen[0].host}) and {f} (run {r.run_id}, host {r.host}); pass --latest to keep the newer")
+        if (r.started, r.run_id) > (seen[0].started, seen[0].run_id):
+            chosen[r.session] = (r, f)
+    return [r for r, _ in chosen.values()]

@@ -26,6 +26,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--rerun-failures", type=int, default=0, metavar="N")
     else:
         p.add_argument("paths", nargs="*", type=Path)
+        p.add_argument("--latest", action="store_true", help="of two results for one session, keep the newer")
     return p
 
 
@@ -80,7 +81,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         args, _ = _args(session, "report")
         try:
             matrix = load_matrix(matrix_file, overrides)
-            results = gather(args.paths or [matrix.workspace.results_dir])
+            results = gather(args.paths or [matrix.workspace.results_dir], latest=args.latest)
             if not results:
                 session.error(f"no results in {', '.join(map(str, args.paths or [matrix.workspace.results_dir]))}")
                 return

@@ -9,7 +9,16 @@ from pathlib import Path
 import jinja2
 
 from ..report import Report
-from .summary import audit_line, cell_text, change_sections, coverage_text, modes_of, provenance_text, tiers_text
+from .summary import (
+    audit_line,
+    cell_text,
+    change_sections,
+    coverage_text,
+    hosts_text,
+    modes_of,
+    provenance_text,
+    tiers_text,
+)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("ort_gpu_matrix.render", "templates"),
                           autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
@@ -40,4 +49,4 @@ def render(report: Report, out_dir: Path) -> str:
     return _ENV.get_template("report.html.j2").render(
         report=report, modes=modes, grid=grid, sections=change_sections(report), dispatch=dict(sorted(dispatch.items())),
         dispatch_cells=dispatch_cells, cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text,
-        audit_line=audit_line, provenance_text=provenance_text, href=lambda p: _href(p, out_dir))
+        audit_line=audit_line, provenance_text=provenance_text, hosts_text=hosts_text, href=lambda p: _href(p, out_dir))

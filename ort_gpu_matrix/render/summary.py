@@ -22,6 +22,11 @@ def cell_text(r: Result | None) -> str:
     return f"{r.verdict.value.upper()} {c.passed}/{c.failed + c.errors}/{c.skipped}"
 
 
+def hosts_text(by_mode: dict[str, Result]) -> str:
+    """The host(s) a cell's modes ran on: results merged from several runners keep theirs."""
+    return ", ".join(sorted({r.host or "?" for r in by_mode.values()}))
+
+
 def tiers_text(r: Result) -> str:
     return ", ".join(f"{k} {n}" for k, n in r.dispatch.tests_per_tier.items()) or "no tier"
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..report import Report
-from .summary import audit_line, cell_text, change_sections, coverage_text, modes_of, tiers_text
+from .summary import audit_line, cell_text, change_sections, coverage_text, hosts_text, modes_of, tiers_text
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -13,11 +13,11 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 def render(report: Report) -> str:
     modes = modes_of(report)
     grid = report.cells()
-    rows: list[tuple[str, ...]] = [("cell", *modes, "tests per tier (require_cudnn, else normal)", "teeth")]
+    rows: list[tuple[str, ...]] = [("cell", "host", *modes, "tests per tier (require_cudnn, else normal)", "teeth")]
     for cell, by_mode in grid.items():
         ref = by_mode.get("require_cudnn") or by_mode.get("normal") or next(iter(by_mode.values()))
         teeth = by_mode.get("teeth")
-        rows.append((cell, *(cell_text(by_mode.get(m)) for m in modes), tiers_text(ref),
+        rows.append((cell, hosts_text(by_mode), *(cell_text(by_mode.get(m)) for m in modes), tiers_text(ref),
                      coverage_text(teeth) if teeth else "-"))
     lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows), ""]
     for cell, by_mode in grid.items():
