@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
+from . import gpus
 from .cells import Cell
 from .fsutil import UMASK, copy_atomic, write_json
 from .run import RunOutcome
@@ -101,6 +102,7 @@ class Result:
     outcomes: dict[str, str] = dataclasses.field(default_factory=dict)  # node id -> outcome
     reruns: dict[str, int] = dataclasses.field(default_factory=dict)  # node id -> failed attempts rerun
     host: str = ""
+    gpu: dict[str, str | None] | None = None  # CUDA_VISIBLE_DEVICES as given, and that GPU's index, UUID and name
     run_id: str = ""
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
@@ -195,6 +197,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         outcomes=verdict.outcomes,
         reruns=verdict.reruns,
         host=socket.gethostname(),
+        gpu=gpus.this_run(),
         run_id=run_id,
         stopped=outcome.stopped,
     )

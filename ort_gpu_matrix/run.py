@@ -228,8 +228,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         finally:
             os.close(digest_w)
         pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
-        pump.start()
-        try:
+        try:  # from here on, any interrupt stops the group that now exists, however early it comes
+            pump.start()
             code = proc.wait(timeout=suite.timeout)
         except subprocess.TimeoutExpired:
             stopped = f"timed out after {suite.timeout} s"

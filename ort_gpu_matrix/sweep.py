@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from . import scheduler
 from .baseline import Baseline, resolve_baseline
 from .cells import Cell
 from .config.model import Matrix
@@ -25,7 +26,7 @@ from .harness import run_cell
 from .host import check
 from .render import html, markdown
 from .report import Report, build
-from .results import Result, StoreError, current_path
+from .results import Result, ResultError, StoreError, current_path, load
 from .venvs import BuildError
 
 SWEEP_VERSION = 1
@@ -79,13 +80,21 @@ def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
 
 def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
         baseline: str | None, save_baseline: str | None, out_dir: Path | None,
-        log: Callable[[str], None] = print, echo: Callable[[str], None] = print) -> SweepOutcome:
+        log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
+        slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
+        child: bool = False) -> SweepOutcome:
+    """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
+
+    A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
+    report, sweep.json or baseline: the parent does, once every child is done.
+    """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     before = Baseline.load(resolve_baseline(baseline, matrix.path)) if baseline else None  # fail before running
     earlier: dict[str, Result] = {}
     results: list[Result] = []
     not_run: dict[str, str] = {}
     errors: dict[str, str] = {}
+    runnable: list[tuple[Cell, tuple[str, ...]]] = []
     for cell, modes in chosen:
         resolved = check(matrix, cell)
         if isinstance(resolved, MatrixError):
@@ -96,14 +105,22 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
                 not_run[cell.name] = why
             log(f"sweep: {cell.name} cannot run here: {why}")
             continue
+        if slots:
+            runnable.append((cell, modes))
+            continue
         log(f"sweep: {cell.name} ({', '.join(modes)})")
         try:
             results += run_cell(matrix, cell, resolved, modes, posargs, earlier, log, echo)
         except (BuildError, StoreError, MatrixError) as exc:
             errors[cell.name] = str(exc).splitlines()[0]
             log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+    if runnable:
+        assert noxfile is not None
+        results += _in_slots(matrix, runnable, slots, noxfile, child_args, errors, log)
     report = build(results, before, baseline, skipped=not_run)
     outcome = SweepOutcome(report, errors)
+    if child:
+        return outcome
     outcome.files = write(matrix, outcome, started, out_dir)
     if save_baseline:
         path = resolve_baseline(save_baseline, matrix.path)
@@ -111,6 +128,31 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         outcome.files["baseline"] = path
         log(f"sweep: baseline saved as {path}")
     return outcome
+
+
+def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
+              child_args: Sequence[str], errors: dict[str, str], log: Callable[[str], None]) -> list[Result]:
+    """Each cell as a child sweep in a GPU slot; then each chosen mode's current result, read back."""
+    logs = matrix.workspace.results_dir / "sweep-logs"
+    jobs = [scheduler.Job(cell, modes, logs / f"{cell.name}.log") for cell, modes in runnable]
+    scheduler.run(jobs, slots, noxfile, child_args, say=log)
+    found: list[Result] = []
+    for job in jobs:
+        for mode in job.modes:
+            path = current_path(matrix.workspace.results_dir, job.cell.mode_session(mode))
+            try:
+                result = load(path)
+            except ResultError:
+                errors[job.cell.name] = f"no result for {mode} (exit {job.returncode}; see {job.log})"
+                continue
+            if result.started < datetime.fromtimestamp(job.started, UTC).isoformat(timespec="seconds"):
+                errors[job.cell.name] = f"the result for {mode} is older than this sweep (see {job.log})"
+                continue
+            found.append(result)
+    timeline = [{"cell": j.cell.name, "gpu": j.gpu, "started": round(j.started, 3), "ended": round(j.ended, 3),
+                 "exit": j.returncode, "log": str(j.log)} for j in jobs]
+    write_atomic(matrix.workspace.results_dir / "sweep-timeline.json", json.dumps(timeline, indent=2) + "\n")
+    return found
 
 
 def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | None) -> dict[str, Path]:

@@ -24,6 +24,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--select", nargs="+", default=[], metavar="SESSION_OR_TAG")
         p.add_argument("--save-baseline", metavar="NAME")
         p.add_argument("--rerun-failures", type=int, default=0, metavar="N")
+        p.add_argument("--gpus", metavar="0,1|all", help="one cell per GPU at a time, as child processes")
+        p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
     else:
         p.add_argument("paths", nargs="*", type=Path)
         p.add_argument("--latest", action="store_true", help="of two results for one session, keep the newer")
@@ -50,6 +52,7 @@ def register(nox: Any, default_matrix: Path) -> None:
     def sweep(session: Any) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
         from ort_gpu_matrix.baseline import BaselineError
+        from ort_gpu_matrix.gpus import GpuError, slots
         from ort_gpu_matrix.render import terminal
         from ort_gpu_matrix.sweep import SelectionError, run, select, with_reruns
 
@@ -58,10 +61,18 @@ def register(nox: Any, default_matrix: Path) -> None:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
             chosen = select(cells_of(matrix), args.select)
+            gpu_slots = [] if args.child else slots(args.gpus)
+            child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
+                          *(["--", *pytest_args] if pytest_args else [])]
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), args.baseline,
-                          args.save_baseline, args.out, log=session.log, echo=print)
-        except (MatrixError, SelectionError, BaselineError) as exc:
+                          args.save_baseline, args.out, log=session.log, echo=print, slots=gpu_slots,
+                          child_args=child_args, noxfile=default_matrix.parent / "noxfile.py", child=args.child)
+        except (MatrixError, SelectionError, BaselineError, GpuError) as exc:
             session.error(str(exc))
+            return
+        if args.child:
+            if not outcome.ok:
+                session.error("cell FAILED (its result says why)")
             return
         print(terminal.render(outcome.report))
         for cell, why in outcome.errors.items():
