@@ -157,7 +157,9 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
     py = where / "bin" / "python"
     if uv is not None:
         _run([uv, "venv", "--quiet", "--python", r.interpreter, str(where)], log)
-        pip = [uv, "pip", "install", "--python", str(py)]
+        # copies, not uv's default hardlinks into its cache: a test that writes into site-packages would
+        # otherwise damage the cache and every venv linked to it (a rebuild would bring the damage back)
+        pip = [uv, "pip", "install", "--link-mode=copy", "--python", str(py)]
     else:
         if backend == "virtualenv":
             _run([sys.executable, "-m", "virtualenv", "--quiet", "-p", r.interpreter, str(where)], log)
@@ -272,6 +274,10 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
         with lock.write_lock():  # waits until no run uses the venv
             why = _stale_because(target, fp, cell.python)
             if why is not None:
+                if built:  # never a loop: what the fresh build left is what the installer gives
+                    raise BuildError(f"venv {target} is unusable right after a fresh build ({why.split(': ', 1)[-1]});"
+                                     " the installer's cache may hold a damaged copy: clear it (uv cache clean,"
+                                     " pip cache purge) and run again")
                 log(why)
                 _build_in_place(matrix, cell, r, target, fp, log)
                 built = True

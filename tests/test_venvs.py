@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import CELL, ORT_CPU, PY, REPO, SUITES, VENV
@@ -186,3 +187,42 @@ def test_xdist_that_a_torch_environment_provides_is_loaded(harness, tmp_path):
     assert r["verdict"] == "pass", (r["reasons"], run.output[-2000:])
     assert "-p xdist.plugin" in " ".join(r["command"])
     assert not (harness.venvs / VENV / "lib" / f"python{PY}" / "site-packages" / "xdist").exists()
+
+
+def _lying_wheel(where: Path) -> Path:
+    """A real wheel of a pytest-* dist whose RECORD states a wrong size: every fresh install of it is 'damaged'."""
+    import zipfile
+
+    where.mkdir(parents=True, exist_ok=True)
+    wheel = where / "pytest_lying-1.0-py3-none-any.whl"
+    info = "pytest_lying-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pytest_lying/__init__.py", "X = 1\n")
+        z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: pytest-lying\nVersion: 1.0\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", f"pytest_lying/__init__.py,,999\n{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    return where
+
+
+def test_a_venv_damaged_right_after_its_build_fails_instead_of_rebuilding_forever(harness, tmp_path):
+    """Once the installer itself gives a damaged venv (a damaged cache, a lying wheel), rebuilding cannot help."""
+    harness.venvs = tmp_path / "own-venvs"
+    wheels = _lying_wheel(tmp_path / "wheels")
+    harness.write(["test_allpass.py"], matrix_extra=f'wheelhouse = ["{wheels}"]',
+                  suite_extra='requirements = ["pytest-lying"]')
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode != 0
+    assert "is unusable right after a fresh build (it is damaged: pytest_lying/__init__.py has 6 bytes, RECORD says 999" \
+        in run.output, run.output[-2000:]
+    assert "uv cache clean" in run.output and "Traceback" not in run.output
+    assert run.output.count("$ ") <= 3, run.output  # one build (venv, install), not a loop
+
+
+def test_uv_installs_copies_so_damage_in_a_venv_never_reaches_the_cache(harness, tmp_path):
+    """uv's default hardlinks would share one inode between the venv and uv's cache (and every other venv)."""
+    harness.venvs = tmp_path / "own-venvs"
+    harness.write(["test_allpass.py"])
+    run = harness.nox("-s", CELL)
+    assert "--link-mode=copy" in run.output, run.output[-2000:]
+    init = harness.venvs / VENV / "lib" / f"python{PY}" / "site-packages" / "onnxruntime" / "__init__.py"
+    assert init.stat().st_nlink == 1
