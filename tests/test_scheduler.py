@@ -60,6 +60,7 @@ def test_cells_overlap_across_slots_and_never_share_one(tmp_path, venvs):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 4, out[-3000:]  # every cell ran, the failing one included
     assert {r["cuda_visible_devices"] for r in records} <= {"0", "1"}
+    assert {r["nccl_nvls_enable"] for r in records} == {"0"}  # NVLink multicast off in every child
     for a, b in itertools.combinations(records, 2):
         overlap = a["start"] < b["end"] and b["start"] < a["end"]
         if a["cuda_visible_devices"] == b["cuda_visible_devices"]:
