@@ -13,7 +13,9 @@ What it measures, each against its target:
    against a raw `uv venv && uv pip install` of the same requirements; target (uv) <= 1.2x raw;
 4. `nox -l` on the shipped matrix; target <= 0.3 s;
 5. plugin autoload: pytest's start in a venv with common plugins, autoload on against off (what each
-   xdist worker saves).
+   xdist worker saves);
+6. GPU slots: 4 sleep-bound cells swept with `--gpus 0,1,2,3` against `--gpus 0` (the scheduler's
+   own cost: child processes, one nox each); target <= 0.35x.
 Timings are medians of --repeat runs. Nothing here is a test: a missed target is reported, not failed.
 """
 from __future__ import annotations
@@ -201,6 +203,48 @@ def autoload(python: str | None, wheelhouse: Path | None, repeat: int) -> dict:
             "plugins": plugins}
 
 
+SLOTS_MATRIX = """
+[matrix]
+pythons = ["{py}"]
+suite = "sleep"
+modes = ["normal"]
+[ort.cpu]
+requirement = "{ort}"
+with = {with_}
+[torch.none]
+skip = true
+{libs}
+[pairing]
+include = [{pairings}]
+[suite.sleep]
+root = "{root}"
+files = ["test_sleep.py"]
+env = {{ SLOT_LOG = "{log}", SLOT_SLEEP = "{sleep}" }}
+"""
+
+
+def slots(env: dict[str, str], cell, work: Path, repeat: int, sleep: float = 6.0) -> dict:
+    """4 cells that each sleep `sleep` s in pytest: 4 slots against 1, paired, after one untimed warm-up."""
+    ids = "abcd"
+    matrix = work / "slots.toml"
+    matrix.write_text(SLOTS_MATRIX.format(
+        py=cell.python, ort=cell.ort.requirement, with_=json.dumps(list(cell.ort.with_)),
+        libs="\n".join(f"[libs.{i}]\nnone = true" for i in ids),
+        pairings=", ".join(f'{{ python = "{cell.python}", ort = "cpu", torch = "none", libs = "{i}" }}' for i in ids),
+        root=REPO / "tests" / "fixtures" / "suites" / "slots", log=work / "slots.jsonl", sleep=sleep))
+    senv = {**env, "MATRIX_TOML": str(matrix), "MATRIX_RESULTS": str(work / "slots-results")}
+    sweep = nox_cmd("-s", "sweep", "--", "--gpus")
+    timed([*sweep, "0,1,2,3"], env=senv)  # builds the venv if it is not there yet
+    four, one = [], []
+    for _ in range(max(1, min(repeat, 2))):  # two pairs at most: a 1-slot sweep takes 4 x sleep
+        four.append(timed([*sweep, "0,1,2,3"], env=senv))
+        one.append(timed([*sweep, "0"], env=senv))
+    ratio = round(median(four) / median(one), 3)
+    return {"cells": len(ids), "sleep_s": sleep, "four_slots_s": median(four), "one_slot_s": median(one),
+            "ratio": ratio, "target": "4 slots <= 0.35 x 1 slot", "met": ratio <= 0.35,
+            "runs": {"four": [round(x, 3) for x in four], "one": [round(x, 3) for x in one]}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--matrix", default=str(REPO / "matrix.toml"))
@@ -208,7 +252,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--wheelhouse", help="for cold setup: a dir of wheels (default: pip download them)")
     ap.add_argument("--autoload-python", help="an interpreter that already has many pytest plugins (the torch env)")
-    ap.add_argument("--skip", action="append", default=[], choices=["overhead", "warm", "cold", "list", "autoload"])
+    ap.add_argument("--skip", action="append", default=[], choices=["overhead", "warm", "cold", "list", "autoload", "slots"])
     ap.add_argument("--out", default=str(REPO / "bench" / "results.json"))
     ap.add_argument("--pytest-args", default="", help='extra pytest arguments for the overhead runs, e.g. "-n 8"')
     args = ap.parse_args()
@@ -250,6 +294,8 @@ def main() -> int:
         out["nox_list"] = nox_list({**env, "MATRIX_TOML": str(REPO / "matrix.toml")}, max(args.repeat, 10))
     if "autoload" not in args.skip:
         out["autoload"] = autoload(args.autoload_python, wheelhouse, args.repeat)
+    if "slots" not in args.skip:
+        out["slots"] = slots(env, cell, work, args.repeat)
     shutil.rmtree(work, ignore_errors=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
@@ -281,6 +327,10 @@ def table(out: dict) -> str:
     if a:
         rows.append(("plugin autoload per worker", f"on {a['autoload_on_s']} s, off {a['autoload_off_s']} s: "
                      f"saves {a['saved_per_worker_s']} s", "-", "-"))
+    sl = out.get("slots")
+    if sl:
+        rows.append((f"GPU slots: {sl['cells']} cells sleeping {sl['sleep_s']} s", f"4 slots {sl['four_slots_s']} s, "
+                     f"1 slot {sl['one_slot_s']} s ({sl['ratio']}x)", sl["target"], str(sl["met"])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     head = f"{out['host']} ({out['machine']}, python {out['python']}), cell {out['cell']}, median of {out['repeat']}"
     return "\n".join([head, *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)])

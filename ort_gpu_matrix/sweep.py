@@ -62,11 +62,12 @@ class SweepOutcome:
     report: Report
     errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store)
     files: dict[str, Path] = field(default_factory=dict)
+    interrupted: str | None = None  # "SIGINT"/"SIGTERM" when the sweep was stopped (its report is still written)
 
     @property
     def ok(self) -> bool:
         """Nothing failed, nothing regressed, and something ran: a sweep of nothing is no green."""
-        return self.report.ok and not self.errors and bool(self.report.results)
+        return self.report.ok and not self.errors and bool(self.report.results) and not self.interrupted
 
 
 def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
@@ -114,11 +115,13 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         except (BuildError, StoreError, MatrixError) as exc:
             errors[cell.name] = str(exc).splitlines()[0]
             log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+    interrupted = None
     if runnable:
         assert noxfile is not None
-        results += _in_slots(matrix, runnable, slots, noxfile, child_args, errors, log)
+        found, interrupted = _in_slots(matrix, runnable, slots, noxfile, child_args, errors, log)
+        results += found
     report = build(results, before, baseline, skipped=not_run)
-    outcome = SweepOutcome(report, errors)
+    outcome = SweepOutcome(report, errors, interrupted=interrupted)
     if child:
         return outcome
     outcome.files = write(matrix, outcome, started, out_dir)
@@ -131,28 +134,34 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
 
 
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
-              child_args: Sequence[str], errors: dict[str, str], log: Callable[[str], None]) -> list[Result]:
+              child_args: Sequence[str], errors: dict[str, str],
+              log: Callable[[str], None]) -> tuple[list[Result], str | None]:
     """Each cell as a child sweep in a GPU slot; then each chosen mode's current result, read back."""
     logs = matrix.workspace.results_dir / "sweep-logs"
     jobs = [scheduler.Job(cell, modes, logs / f"{cell.name}.log") for cell, modes in runnable]
-    scheduler.run(jobs, slots, noxfile, child_args, say=log)
+    stopped = scheduler.run(jobs, slots, noxfile, child_args, say=log)
     found: list[Result] = []
     for job in jobs:
+        if job.proc is None:  # never started: the sweep was stopped first
+            errors[job.cell.name] = f"not started: the sweep was interrupted ({stopped})"
+            continue
         for mode in job.modes:
             path = current_path(matrix.workspace.results_dir, job.cell.mode_session(mode))
             try:
                 result = load(path)
             except ResultError:
-                errors[job.cell.name] = f"no result for {mode} (exit {job.returncode}; see {job.log})"
+                why = f"interrupted ({stopped}) before it stored" if job.interrupted else "no"
+                errors[job.cell.name] = f"{why} result for {mode} (exit {job.returncode}; see {job.log})"
                 continue
             if result.started < datetime.fromtimestamp(job.started, UTC).isoformat(timespec="seconds"):
                 errors[job.cell.name] = f"the result for {mode} is older than this sweep (see {job.log})"
                 continue
             found.append(result)
     timeline = [{"cell": j.cell.name, "gpu": j.gpu, "started": round(j.started, 3), "ended": round(j.ended, 3),
-                 "exit": j.returncode, "log": str(j.log)} for j in jobs]
+                 "exit": j.returncode, "log": str(j.log), "interrupted": j.interrupted}
+                for j in jobs if j.proc is not None]
     write_atomic(matrix.workspace.results_dir / "sweep-timeline.json", json.dumps(timeline, indent=2) + "\n")
-    return found
+    return found, stopped
 
 
 def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | None) -> dict[str, Path]:
@@ -165,6 +174,7 @@ def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | N
     data = {
         "sweep_version": SWEEP_VERSION, "started": started, "host": socket.gethostname(), "ok": outcome.ok,
         "baseline": report.baseline_name,
+        "interrupted": outcome.interrupted,
         "cells": [{"session": r.session, "cell": r.cell.name, "mode": r.mode, "verdict": r.verdict.value,
                    "result": str(current_path(results_dir, r.session)), "bundle": r.bundle} for r in report.results],
         **cmp, "skipped": report.skipped, "errors": outcome.errors,

@@ -78,6 +78,8 @@ def register(nox: Any, default_matrix: Path) -> None:
         for cell, why in outcome.errors.items():
             print(f"  {cell}: {why}")
         print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
+        if outcome.interrupted:
+            session.error(f"sweep interrupted ({outcome.interrupted}): the report above shows what had finished")
         if not outcome.ok:
             session.error("sweep FAILED: " + ("nothing ran" if not outcome.report.results else
                                               "failing modes, regressions or cells that did not run (above)"))
