@@ -25,10 +25,10 @@ class Cell:
 
 
 def _names(prefix: str, pairings: tuple[Pairing, ...]) -> list[str]:
-    """<prefix>-<python>-<libs>, growing -<ort> then -<torch> only where names collide."""
-    parts = [[f"{prefix}-{p.python}-{p.libs}", f"-{p.ort}", f"-{p.torch}"] for p in pairings]
+    """<prefix>-<python>-<libs>, growing -<ort>, then -<torch>, then -<suite> only where names collide."""
+    parts = [[f"{prefix}-{p.python}-{p.libs}", f"-{p.ort}", f"-{p.torch}", f"-{p.suite}"] for p in pairings]
     depth = [1] * len(pairings)
-    for _ in range(2):
+    for _ in range(3):
         names = ["".join(ps[:d]) for ps, d in zip(parts, depth, strict=True)]
         counts = Counter(names)
         for i, name in enumerate(names):

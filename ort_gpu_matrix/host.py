@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .cells import Cell
 from .config.model import Matrix
+from .elf import fits
 from .errors import MatrixError, Problem
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -160,6 +161,10 @@ def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
                 if p is not None:
                     hits += sorted(glob.glob(str(p / pattern)))
             if hits:
+                why = fits(name, Path(os.path.realpath(hits[0])))
+                if why:
+                    c.bad(f"{key}.search", f"{hits[0]} was found, but {why}",
+                          f"put the real lib{name} first in search, or pin {name} = \"/path/{pattern}\"")
                 found.append(os.path.realpath(hits[0]))
             else:
                 c.bad(f"{key}.search", f"no {pattern} in {list(libs.search)}",
@@ -175,8 +180,12 @@ def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
         if not p.is_file():
             c.bad(f"{key}.{name}", f"{p} does not exist on this host",
                   f"point {name} at the real file (try: ldconfig -p | grep lib{name}), or use none = true")
-        else:
-            found.append(os.path.realpath(p))
+            continue
+        why = fits(name, Path(os.path.realpath(p)))
+        if why:
+            c.bad(f"{key}.{name}", f"{why}: ld.so would skip it and pin nothing",
+                  f"point {name} at the real lib{name}.so.<N> (try: ldconfig -p | grep lib{name})")
+        found.append(os.path.realpath(p))
     return tuple(found)
 
 

@@ -237,6 +237,15 @@ def _stale_because(target: Path, fp: dict[str, Any], python: str) -> str | None:
     return f"rebuilding venv {target}: it is damaged: {broken}" if broken else None
 
 
+def state(matrix: Matrix, cell: Cell, r: Resolved) -> str:
+    """For the doctor: "absent", "up to date", or "stale: <why>", decided as a run would decide it."""
+    target = matrix.workspace.venvs_dir / venv_name(matrix, cell)
+    if not target.exists():
+        return f"absent ({target})"
+    why = _stale_because(target, fingerprint(matrix, cell, r), cell.python)
+    return f"up to date ({target})" if why is None else f"stale: {why}"
+
+
 def _build_in_place(matrix: Matrix, cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
                     log: Callable[[str], None]) -> None:
     shutil.rmtree(target, ignore_errors=True)

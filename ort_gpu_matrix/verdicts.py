@@ -214,6 +214,11 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             if want and got.get("file") != want:
                 reasons.append(f"by-name {got.get('soname')} resolved to {got.get('file')} "
                                f"(version {got.get('version')}), not the pinned {want}")
+        mapped = {os.path.realpath(m) for m in a.get("mapped", [])}
+        for want in preload:  # ld.so skips a preload it cannot load, says so on stderr, and runs on
+            if os.path.realpath(want) not in mapped:
+                reasons.append(f"the pinned {want} was never mapped in the test process (pid {a.get('pid')}):"
+                               " ld.so skipped it, so nothing was pinned")
         ort_file = a.get("onnxruntime_file")
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "

@@ -63,12 +63,16 @@ def file_version(path: str) -> str | None:
     named = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", path)
     if named:
         return named.group(1)
-    head, sep, _ = path.partition("/site-packages/")
-    for meta in sorted(glob.glob(f"{head}{sep}nvidia_cudnn*.dist-info/METADATA")) if sep else ():
-        with open(meta) as f:
-            for line in f:
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
+    # a pip copy (torch's, or a wheel unpacked anywhere): the nvidia_* dist-info nearest above the file
+    dist = "nvidia_cudnn*" if "/libcudnn" in path else "nvidia_cuda_runtime*"
+    parent = os.path.dirname(path)
+    for _ in range(5):
+        for meta in sorted(glob.glob(os.path.join(glob.escape(parent), f"{dist}.dist-info", "METADATA"))):
+            with open(meta) as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+        parent = os.path.dirname(parent)
     return None
 
 

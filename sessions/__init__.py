@@ -1,5 +1,6 @@
 """nox session definitions only: each module turns engine calls into sessions.
 
+    doctor.py  `doctor` (what this host has for the matrix), and `nothing-to-run` when no cell can run here
     cells.py   one session per cell (all its modes, then a table) and one per cell and mode
     sweep.py   `sweep` (every cell, one report, regressions against a baseline) and `report`
     matrix.py  `matrix -- --github`: the cells as GitHub Actions strategy.matrix JSON
@@ -11,11 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import cells, matrix, sweep
+from . import cells, doctor, matrix, sweep
 
 
 def register(nox: Any, default_matrix: Path) -> None:
     """Register every session; called by the noxfile with the matrix.toml beside it."""
-    cells.register(nox, default_matrix)
+    # doctor first: plain `nox` runs the default sessions in the order they were registered
+    doctor.register(nox, default_matrix)
+    runnable = cells.register(nox, default_matrix)
+    doctor.register_fallback(nox, default_matrix, runnable)
     sweep.register(nox, default_matrix)
     matrix.register(nox, default_matrix)

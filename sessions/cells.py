@@ -46,14 +46,15 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
     return session_body
 
 
-def _describe(cell: Cell, what: str, here: bool) -> str:
-    where = "" if here else " [not runnable on this host]"
+def _describe(cell: Cell, what: str, why_not: str | None) -> str:
+    where = "" if why_not is None else f" [not runnable here: {why_not}]"
     torch = cell.torch.requirement or cell.torch.environment or "no torch"
     return (f"{what}: python {cell.python}, ORT {cell.ort.requirement or cell.ort.wheel}, torch {torch}, "
             f"libs {cell.libs.id}, suite {cell.suite.id}{where}")
 
 
-def register(nox: Any, default_matrix: Path) -> None:
+def register(nox: Any, default_matrix: Path) -> int:
+    """One session per cell and per cell and mode; returns how many cells can run on this host."""
     overrides = Overrides.from_environ()
     try:
         matrix = load_matrix(overrides.matrix_toml or default_matrix, overrides)
@@ -62,14 +63,18 @@ def register(nox: Any, default_matrix: Path) -> None:
         print(exc.render(), file=sys.stderr)
         raise SystemExit(2) from None
     earlier: dict[str, Result] = {}  # this nox process's results: teeth reads require_cudnn's from here
+    runnable = 0
     for cell in cells:
         resolved = check(matrix, cell)
         here = not isinstance(resolved, MatrixError)
+        runnable += here
+        why_not = None if not isinstance(resolved, MatrixError) else "; ".join(p.problem for p in resolved.problems)
         tags = list(dict.fromkeys([cell.python, cell.ort.id, cell.torch.id, cell.libs.id]))
         for mode in cell.modes:
             fn = _body(matrix, cell, resolved, (mode,), earlier, print_table=False)
-            fn.__doc__ = _describe(cell, f"{mode} mode", here)
+            fn.__doc__ = _describe(cell, f"{mode} mode", why_not)
             nox.session(fn, name=cell.mode_session(mode), venv_backend="none", tags=[mode, *tags], default=False)
         fn = _body(matrix, cell, resolved, cell.modes, earlier, print_table=True)
-        fn.__doc__ = _describe(cell, f"all modes ({', '.join(cell.modes)})", here)
+        fn.__doc__ = _describe(cell, f"all modes ({', '.join(cell.modes)})", why_not)
         nox.session(fn, name=cell.name, venv_backend="none", tags=["cells"], default=here)
+    return runnable

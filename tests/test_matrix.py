@@ -104,7 +104,8 @@ def test_listing_tags_and_defaults(harness):
 def test_a_cell_this_host_cannot_run_is_listed_but_not_default(harness, tmp_path):
     harness.write(["test_allpass.py"], libs=f'cudart = "{tmp_path}/libcudart.so.13"')
     listing = harness.nox("-l").output
-    assert re.search(rf"- {CELL} \[cells\] .*\[not runnable on this host\]", listing), listing
+    assert re.search(rf"- {CELL} \[cells\] .*\[not runnable here: {tmp_path}/libcudart.so.13 does not exist on "
+                     r"this host\]", listing), listing
 
 
 def test_shipped_matrix_lists_the_h200_pairing():

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The --gpus scheduler on the one-GPU nvidia-h200 device kind: the shipped matrix's H200 cells, --gpus all.
 # Needs /root/wheelhouse from:
-#   ../shared/device/stage onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2
+#   ../shared/device/stage onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs and reports}"
-python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 || exit 1
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools || exit 1
 export MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs PYTHONUNBUFFERED=1
 export MATRIX_RESULTS=/root/one-gpu; rm -rf "$MATRIX_RESULTS"
 {

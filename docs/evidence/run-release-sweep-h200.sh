@@ -2,11 +2,11 @@
 # A real release sweep on the nvidia-h200 device machine: onnxruntime-gpu 1.30.0 as the baseline, 1.31.1 as the
 # candidate with the same cell names, then the candidate with MATH forced (the regressions must be found).
 # Needs /root/wheelhouse from:
-#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2
+#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs and reports}"
-python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 || exit 1
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools || exit 1
 export MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs MATRIX_BASELINES=$OUT/baselines
 export PYTHONUNBUFFERED=1
 RES=/root/sweep-results; rm -rf "$RES"

@@ -2,11 +2,11 @@
 # The two-GPU sweep on the nvidia-h200-x2 device kind (docs/evidence/two-gpus.md): 4 cells x 3 modes,
 # the built-in suite under -n 4; --gpus 0 against --gpus 0,1 against the same pytest commands by hand.
 # Needs /root/wheelhouse from:
-#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2
+#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs and reports}"
-python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 || exit 1
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools || exit 1
 export MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs PYTHONUNBUFFERED=1
 export MATRIX_TOML=docs/evidence/two-gpus/matrix.toml
 RES=/root/two-gpus; rm -rf "$RES"

@@ -8,6 +8,7 @@ Keys, types and defaults come from model.py; the cross-key rules are here.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
 import types
@@ -19,6 +20,7 @@ from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
+from .duplicates import duplicate
 from .model import BACKENDS, ID_PATTERN, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
 from .pairings import expand
 
@@ -38,16 +40,27 @@ class Reader:
     def __init__(self, file: str):
         self.file = file
         self.problems: list[Problem] = []
+        self.renamed: set[str] = set()  # required keys a near-miss key already points at
 
     def bad(self, key: str, problem: str, fix: str) -> None:
         self.problems.append(Problem(self.file, key, problem, fix))
 
-    def table(self, data: Any, key: str, allowed: set[str]) -> dict[str, Any]:
+    def table(self, data: Any, key: str, allowed: set[str], elsewhere: dict[str, str] | None = None) -> dict[str, Any]:
+        """`elsewhere`: keys that belong to a sibling table (another mode's expect), named as such."""
         if not isinstance(data, dict):
             self.bad(key, f"must be a table, found {type(data).__name__}", f"write it as [{key}] with keys")
             return {}
         for k in sorted(set(data) - allowed):
-            self.bad(f"{key}.{k}", "unknown key", f"remove it, or use one of: {', '.join(sorted(allowed))}")
+            if elsewhere and k in elsewhere:
+                self.bad(f"{key}.{k}", f"unknown key here: {k} is read only by [{elsewhere[k]}]",
+                         f"move it to [{elsewhere[k]}], or use one of: {', '.join(sorted(allowed))}")
+                continue
+            near = difflib.get_close_matches(k, sorted(allowed - set(data)), n=1, cutoff=0.75)
+            if near:
+                self.bad(f"{key}.{k}", f"unknown key (did you mean `{near[0]}`?)", f"rename {k} to {near[0]}")
+                self.renamed.add(f"{key}.{near[0]}")
+            else:
+                self.bad(f"{key}.{k}", "unknown key", f"remove it, or use one of: {', '.join(sorted(allowed))}")
         return data
 
     def regexes(self, key: str, value: str | tuple[str, ...]) -> None:
@@ -66,7 +79,11 @@ class Reader:
         if kind is str:
             if isinstance(raw, str):
                 return raw
-            self.bad(key, f"must be a string, found {raw!r}", f'write {name} = "..."')
+            if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+                self.bad(key, f"is the TOML number {raw!r}, not a string (TOML reads 3.10 as 3.1)",
+                         f'quote it: {name} = "{raw}" (for python 3.10, write "3.10")')
+            else:
+                self.bad(key, f"must be a string, found {raw!r}", f'write {name} = "..."')
         elif kind is bool:
             if isinstance(raw, bool):
                 return raw
@@ -80,7 +97,13 @@ class Reader:
         elif origin is tuple and args[0] is str:
             if isinstance(raw, list) and all(isinstance(v, str) for v in raw):
                 return tuple(raw)
-            self.bad(key, f"must be a list of strings, found {raw!r}", f'write {name} = ["..."]')
+            numbers = [v for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)] \
+                if isinstance(raw, list) else []
+            if numbers:
+                self.bad(key, f"holds the TOML number {numbers[0]!r}, not a string (TOML reads 3.10 as 3.1)",
+                         f'quote every item: {name} = ["{numbers[0]}"] (for python 3.10, write "3.10")')
+            else:
+                self.bad(key, f"must be a list of strings, found {raw!r}", f'write {name} = ["..."]')
         elif origin is tuple:
             if isinstance(raw, list):
                 return tuple(self.entry(item, f"{key}[{i}]", args[0]) for i, item in enumerate(raw))
@@ -93,15 +116,15 @@ class Reader:
             raise TypeError(f"unsupported key type {kind!r} for {key}")
         return default
 
-    def entry(self, data: Any, key: str, cls: type[T], **fixed: Any) -> T:
+    def entry(self, data: Any, key: str, cls: type[T], elsewhere: dict[str, str] | None = None, **fixed: Any) -> T:
         """A table read as `cls`: unknown keys, missing required keys, types and regexes checked."""
         specs = keys_of(cls)
-        data = self.table(data, key, {s.name for s in specs})
+        data = self.table(data, key, {s.name for s in specs}, elsewhere)
         values = {}
         for s in specs:
             k = f"{key}.{s.name}"
             if s.name not in data:
-                if s.required:
+                if s.required and k not in self.renamed:  # a misspelt key already said "did you mean"
                     example = s.example or '"..."'
                     self.bad(k, "is missing", f"add {s.name} = {example} ({s.doc})")
                 continue
@@ -160,7 +183,11 @@ def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings
     if not re.fullmatch(ID_PATTERN, s.prefix):
         r.bad("matrix.prefix", "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')
     # MATRIX_WHEELHOUSE / MATRIX_OFFLINE=1 let a host without network run a shipped matrix unedited
-    return dataclasses.replace(s, wheelhouse=s.wheelhouse + overrides.wheelhouse, offline=s.offline or overrides.offline)
+    s = dataclasses.replace(s, wheelhouse=s.wheelhouse + overrides.wheelhouse, offline=s.offline or overrides.offline)
+    if s.offline and not s.wheelhouse:
+        r.bad("matrix.offline", "is true (or MATRIX_OFFLINE=1) but no wheelhouse is given: nothing could be installed",
+              "add wheelhouse = [\"/path/to/wheels\"], or set MATRIX_WHEELHOUSE")
+    return s
 
 
 def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dict[str, T]:
@@ -196,21 +223,45 @@ def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
                       "remove it from suite.env; " + RESERVED_FIX.get(name, "the harness sets it for every run"))
         tables = r.table(body.get("expect", {}), f"{key}.expect", set(MODES))
         # each mode reads only the keys it uses: a key another mode uses is rejected, never ignored
-        expect = {m.value: r.entry(tables.get(m.value, {}), f"{key}.expect.{m.value}", s.expect_type)
+        owner: dict[str, str] = {}  # each expect key -> the first mode's table that reads it
+        for m, spec_ in SPECS.items():
+            for k in keys_of(spec_.expect_type):
+                owner.setdefault(k.name, f"{key}.expect.{m.value}")
+        expect = {m.value: r.entry(tables.get(m.value, {}), f"{key}.expect.{m.value}", s.expect_type,
+                                   {k: where for k, where in owner.items()
+                                    if k not in {x.name for x in keys_of(s.expect_type)}})
                   for m, s in SPECS.items()}
         out[ident] = dataclasses.replace(suite, expect=expect)
     return out
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file; every way reading it can fail is a MatrixError naming the file and the fix."""
+    def fail(key: str, problem: str, fix: str) -> MatrixError:
+        return MatrixError([Problem(str(path), key, problem, fix)])
+
     try:
-        return tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise MatrixError([Problem(str(path), "(file)", "does not exist",
-                                   "create it, or point MATRIX_TOML at your matrix file")]) from None
+        raise fail("(file)", "does not exist", "create it, or point MATRIX_TOML at your matrix file") from None
+    except IsADirectoryError:
+        raise fail("(file)", "is a directory, not a file",
+                   f"point MATRIX_TOML at the .toml file itself, e.g. {path / 'matrix.toml'}") from None
+    except PermissionError:
+        raise fail("(file)", "cannot be read (permission denied)", f"chmod u+r {path}") from None
+    except OSError as exc:
+        raise fail("(file)", f"cannot be read ({exc.strerror})", "check the path and the disk") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise fail("(file)", f"is not UTF-8 text (byte {exc.object[exc.start]:#04x} on line {line})",
+                   "save it as UTF-8, as TOML requires") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise MatrixError([Problem(str(path), "(syntax)", f"is not valid TOML: {exc}",
-                                   "fix the TOML syntax at that line")]) from None
+        dup = duplicate(text)
+        if dup is not None:
+            raise fail(*dup) from None
+        raise fail("(syntax)", f"is not valid TOML: {exc}", "fix the TOML syntax at that line") from None
 
 
 def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:

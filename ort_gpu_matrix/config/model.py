@@ -169,7 +169,8 @@ class TeethExpect(DispatchExpect):
     """[suite.<id>.expect.teeth]: with MATH forced, the canary must bite."""
 
     message: str = key("the exact first line a bitten test fails with", TEETH_MESSAGE)
-    min_failures: int = key("at least this many tests fail with the message", 1, minimum=0)
+    min_failures: int = key("at least this many tests fail with the message (a canary of 0 bites nothing)", 1,
+                            minimum=1)
     known_toothless: tuple[Rule, ...] = key("cuDNN tests that are known not to bite", ())
 
 

@@ -1,0 +1,178 @@
+"""`nox -s doctor`: what this host has for the matrix, on one screen, before anything is built.
+
+It reads, never installs: each pairing and whether it can run here (and why not), each libs set
+with real paths and the versions the libraries report through ctypes, the GPUs, each torch
+environment's bundled CUDA/cuDNN against the pinned ones (the shadowing risk), each venv's state,
+and the interpreters. It fails only for problems no host could fix (a suite's files, a local wheel
+that is missing): a cell that needs a GPU host is not a failure on a laptop.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from ort_matrix_probe.audit import file_version
+
+from .cells import cells_of
+from .config.model import Matrix
+from .errors import MatrixError
+from .host import Resolved, check, find_interpreter
+from .venvs import state
+
+# keys whose problems are the matrix's own, the same on every host
+_ANYWHERE = ("suite.", "ort.")
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    fatal: list[str] = field(default_factory=list)  # problems no host could fix
+    runnable: list[str] = field(default_factory=list)
+
+    def add(self, line: str = "") -> None:
+        self.lines.append(line)
+
+
+def reported_version(path: str) -> str | None:
+    """What the library says it is (cudnnGetVersion / cudaRuntimeGetVersion), loaded with ctypes."""
+    symbol = "cudnnGetVersion" if "libcudnn" in os.path.basename(path) else "cudaRuntimeGetVersion"
+    try:
+        fn = getattr(ctypes.CDLL(path), symbol)
+    except (OSError, AttributeError):
+        return None
+    if symbol == "cudnnGetVersion":
+        fn.restype = ctypes.c_size_t
+        return str(int(fn()))
+    out = ctypes.c_int(0)
+    return str(out.value) if fn(ctypes.byref(out)) == 0 else None
+
+
+def describe_lib(path: str) -> str:
+    real = os.path.realpath(path)
+    shipped, reports = file_version(real), reported_version(real)
+    where = path if real == path else f"{path} -> {real}"
+    return f"{where} (version {shipped or 'unknown'}; reports {reports or 'nothing'})"
+
+
+def gpus() -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    rows = [[c.strip() for c in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    return [f"GPU {r[0]}: {r[1]}, compute capability {r[2]}, driver {r[3]}" for r in rows if len(r) == 4]
+
+
+def torch_libs(site: str) -> dict[str, tuple[str, str | None]]:
+    """The CUDA runtime and cuDNN a torch environment bundles: name -> (file, version)."""
+    found = {}
+    for name, pattern in (("cudnn", "nvidia/cudnn/lib/libcudnn.so.*"), ("cudart", "nvidia/*/lib/libcudart.so.*")):
+        hits = sorted(glob.glob(os.path.join(glob.escape(site), pattern)))
+        if hits:
+            found[name] = (hits[0], file_version(os.path.realpath(hits[0])))
+    return found
+
+
+def _major_minor(version: str | None) -> str | None:
+    if not version:
+        return None
+    parts = version.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else version
+
+
+def _problems(err: MatrixError) -> str:
+    return "; ".join(f"{p.key}: {p.problem}" for p in err.problems)
+
+
+def why_not(err: MatrixError) -> str:
+    """One short line for `nox -l`."""
+    return "; ".join(p.problem for p in err.problems)
+
+
+def run(matrix: Matrix) -> Report:
+    rep = Report()
+    cells = cells_of(matrix)
+    checked: dict[str, Resolved | MatrixError] = {c.name: check(matrix, c) for c in cells}
+    rep.add(f"matrix: {matrix.path}")
+    rep.add(f"results: {matrix.workspace.results_dir}   venvs: {matrix.workspace.venvs_dir}")
+    rep.add()
+    rep.add("pairings")
+    for c in cells:
+        r = checked[c.name]
+        sessions = ", ".join([c.name, *(c.mode_session(m) for m in c.modes)])
+        if isinstance(r, MatrixError):
+            rep.add(f"  {c.name}: not runnable here: {_problems(r)}")
+            fatal = [p for p in r.problems if p.key.startswith(_ANYWHERE)]
+            rep.fatal += [f"{c.name}: {p.key}: {p.problem} (fix: {p.fix})" for p in fatal]
+        else:
+            rep.add(f"  {c.name}: runnable here")
+            rep.runnable.append(c.name)
+        rep.add(f"    sessions: {sessions}")
+    rep.add()
+    rep.add("libs sets")
+    pinned_versions: dict[str, str | None] = {}
+    for libs_id in matrix.libs:
+        users = [c for c in cells if c.libs.id == libs_id]
+        files = next((r.preload for c in users if not isinstance(r := checked[c.name], MatrixError)), None)
+        libs = matrix.libs[libs_id]
+        if libs.none:
+            rep.add(f"  {libs_id}: pins nothing")
+            continue
+        if files is None:
+            reasons = {p.problem for c in users if isinstance(r := checked[c.name], MatrixError)
+                       for p in r.problems if p.key.startswith(f"libs.{libs_id}")}
+            rep.add(f"  {libs_id}: not found here: {'; '.join(sorted(reasons)) or 'no cell of this host uses it'}")
+            continue
+        rep.add(f"  {libs_id}:")
+        for f in files:
+            rep.add(f"    {describe_lib(f)}")
+            if "libcudnn" in f:
+                pinned_versions[libs_id] = file_version(f)
+    rep.add()
+    found = gpus()
+    rep.add("GPUs: " + ("none (no nvidia-smi, or it lists none)" if not found else ""))
+    for g in found:
+        rep.add(f"  {g}")
+    rep.add()
+    rep.add("torch environments")
+    for t in matrix.torch.values():
+        if t.skip:
+            rep.add(f"  {t.id}: no torch")
+            continue
+        users = [c for c in cells if c.torch.id == t.id]
+        site = next((r.torch_site for c in users if not isinstance(r := checked[c.name], MatrixError)
+                     and r.torch_site), None)
+        if t.requirement:
+            rep.add(f"  {t.id}: {t.requirement} (installed into each venv{', from ' + t.index_url if t.index_url else ''})")
+            continue
+        if site is None:
+            rep.add(f"  {t.id}: {t.environment} not found here")
+            continue
+        bundled = torch_libs(site)
+        listed = ", ".join(f"{k} {v[1] or 'version unknown'} ({v[0]})" for k, v in bundled.items()) or "no CUDA libraries"
+        rep.add(f"  {t.id}: {t.environment}: bundles {listed}")
+        torch_cudnn = _major_minor(bundled.get("cudnn", (None, None))[1])
+        for c in users:
+            pinned = _major_minor(pinned_versions.get(c.libs.id))
+            if torch_cudnn and pinned and torch_cudnn != pinned:
+                rep.add(f"    warning: {c.name} pins cuDNN {pinned_versions[c.libs.id]} but torch brings "
+                        f"{bundled['cudnn'][1]}: both get mapped, and a by-name load may get torch's (the audit checks)")
+    rep.add()
+    rep.add("venvs")
+    for c in cells:
+        r = checked[c.name]
+        rep.add(f"  {c.name}: " + ("cannot be checked: the cell is not runnable here" if isinstance(r, MatrixError)
+                                   else state(matrix, c, r)))
+    rep.add()
+    rep.add("interpreters")
+    for version in sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split("."))):
+        rep.add(f"  python {version}: {find_interpreter(version) or 'not found on PATH'}")
+    return rep
