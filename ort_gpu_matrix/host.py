@@ -12,12 +12,16 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from .cells import Cell
 from .config.model import Matrix
@@ -189,6 +193,24 @@ def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _in_wheelhouse(requirement: str, dirs: list[str]) -> bool:
+    """Some wheel in `dirs` satisfies the requirement (by name and version): an offline install can work."""
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        return True  # the installer will say what is wrong with it
+    name = canonicalize_name(req.name)
+    for d in dirs:
+        for wheel in glob.glob(os.path.join(glob.escape(d), "*.whl")):
+            try:
+                wname, version, _, _ = parse_wheel_filename(os.path.basename(wheel))
+            except InvalidWheelFilename:
+                continue
+            if wname == name and req.specifier.contains(version, prereleases=True):
+                return True
+    return False
+
+
 def resolve(matrix: Matrix, cell: Cell) -> Resolved:
     """Check the cell against this host; raise MatrixError naming every problem."""
     c = _Checker(matrix)
@@ -225,6 +247,12 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
             c.bad(f"matrix.wheelhouse[{i}]", f"{p} is not a directory", "create it, or remove the entry")
         elif p is not None:
             wheelhouse.append(str(p))
+    if matrix.settings.offline:
+        for where, requirement in ((f"ort.{ort.id}.requirement", ort.requirement),
+                                   (f"torch.{cell.torch.id}.requirement", cell.torch.requirement)):
+            if requirement and wheelhouse and not _in_wheelhouse(requirement, wheelhouse):
+                c.bad(where, f"offline, and no wheel for {requirement} in {', '.join(wheelhouse)}",
+                      f"pip download {shlex.quote(requirement)} -d {wheelhouse[0]} on a machine with network")
     suite = cell.suite
     skey = f"suite.{suite.id}"
     root = c.path(suite.root, f"{skey}.root")

@@ -70,6 +70,7 @@ def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict[str, Any]:
         "interpreter": r.interpreter,
         "ort": r.ort_install,
         "ort_sha256": sha256_of(r.ort_wheel) if r.ort_wheel else None,
+        "ort_index_url": cell.ort.index_url,
         "with": list(cell.ort.with_),
         "torch": {"requirement": t.requirement, "index_url": t.index_url, "environment": r.torch_site, "skip": t.skip},
         "wheelhouse": list(r.wheelhouse),
@@ -176,7 +177,13 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
     if t.requirement:
         extra = ["--index-url", t.index_url] if t.index_url and not matrix.settings.offline else []
         _run([*pip, *index, *extra, t.requirement], log)
-    _run([*pip, *index, r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs], log)
+    rest = [*cell.ort.with_, *matrix.settings.tools, *cell.suite.installs]
+    if cell.ort.index_url and not matrix.settings.offline:
+        # ORT (and what it depends on) from its own index only; the rest from the usual ones
+        _run([*pip, *index, "--index-url", cell.ort.index_url, r.ort_install], log)
+        _run([*pip, *index, *rest], log)
+    else:
+        _run([*pip, *index, r.ort_install, *rest], log)
     return backend
 
 

@@ -108,10 +108,25 @@ def test_a_cell_this_host_cannot_run_is_listed_but_not_default(harness, tmp_path
                      r"this host\]", listing), listing
 
 
-def test_shipped_matrix_lists_the_h200_pairing():
+def test_shipped_matrix_describes_the_release_matrix():
+    """cu129 on two pythons, cu130, the H200 image and its unpinned twin, and a CPU cell for the running python."""
     matrix = load_matrix(REPO / "matrix.toml")
-    names = [c.name for c in cells_of(matrix)]
-    assert "gpu-3.12-cu130" in names
+    cells = {c.name: c for c in cells_of(matrix)}
+    assert list(cells) == ["gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
+                           f"gpu-{PY}-cpu"]
+    assert cells["gpu-3.11-cu129"].torch.index_url == "https://download.pytorch.org/whl/cu129"
+    assert cells["gpu-3.12-cu130"].torch.index_url == "https://download.pytorch.org/whl/cu130"
+    assert cells["gpu-3.11-cu129"].libs.search and cells["gpu-3.12-cu130"].libs.search
+    assert cells["gpu-3.11-cu129"].ort.index_url  # ORT's CUDA 12 build is not the one on PyPI
+    assert cells["gpu-3.12-h200"].libs.cudnn and cells["gpu-3.12-unpinned"].libs.none
+
+
+def test_the_cpu_cell_takes_the_running_python(tmp_path):
+    """python = "this": plain `nox` does something real on any machine, whatever its python."""
+    text = (REPO / "matrix.toml").read_text().replace('root = "suites/dispatch"', f'root = "{REPO}/suites/dispatch"')
+    (tmp_path / "m.toml").write_text(text)
+    (cpu,) = [c for c in cells_of(load_matrix(tmp_path / "m.toml")) if c.libs.id == "cpu"]
+    assert cpu.python == PY and cpu.name == f"gpu-{PY}-cpu"
 
 
 def test_shipped_cpu_pairing_runs_the_builtin_suite_on_cpu(harness):

@@ -157,7 +157,7 @@ class Reader:
 
     def python(self, key: str, version: str) -> None:
         if not re.fullmatch(PYTHON_PATTERN, version):
-            self.bad(key, f"must be a python version such as \"3.12\", found {version!r}", 'write "3.12"')
+            self.bad(key, f"must be a python version such as \"3.12\" (or \"this\"), found {version!r}", 'write "3.12"')
 
     def one_form(self, body: dict[str, Any], key: str, forms: tuple[tuple[str, ...], ...]) -> None:
         present = ["/".join(f) for f in forms if any(k in body for k in f)]

@@ -20,7 +20,8 @@ from ..overrides import Workspace
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
-PYTHON_PATTERN = r"[0-9]+\.[0-9]+"
+PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
+THIS_PYTHON = "this"
 _ANY_BACKEND = "|".join(BACKENDS)
 
 
@@ -81,7 +82,7 @@ class Settings:
 
     prefix: str = key("cell session names start with it", "gpu", example='"gpu"', pattern=f"^{ID_PATTERN}$")
     pythons: tuple[str, ...] = key("python versions, used when [pairing] has no include", (), example='["3.12"]',
-                                   pattern=f"^{PYTHON_PATTERN}$")
+                                   pattern=f"^(?:{PYTHON_PATTERN})$")
     backend: str = key("venv backends, the first one available wins", "uv|virtualenv", example='"uv|virtualenv"',
                        pattern=f"^({_ANY_BACKEND})(\\|({_ANY_BACKEND}))*$")
     wheelhouse: tuple[str, ...] = key("extra --find-links dirs; ${VAR} expanded, relative to the matrix file", ())
@@ -103,8 +104,12 @@ class Ort:
     """[ort.<id>]: an ORT build under test."""
 
     FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("requirement",), ("wheel",))
+    REQUIRES: ClassVar[dict[str, tuple[str, ...]]] = {"index_url": ("requirement",)}  # key -> keys it needs
     id: str = ""
     requirement: str | None = key("a pip requirement", None, example='"onnxruntime-gpu==1.31.1"')
+    index_url: str | None = key("the index the requirement comes from (with requirement only), e.g. ORT's own "
+                                "feed for a CUDA build PyPI does not carry", None,
+                                example='"https://example.org/onnxruntime-cuda-12/pypi/simple/"')
     wheel: str | None = key("a local .whl (relative to the matrix file) or a URL", None)
     with_: tuple[str, ...] = key("installed beside it", (), toml="with", example='["onnx==1.20.1"]')
 
@@ -205,7 +210,8 @@ class Suite:
 class IncludeEntry:
     """One entry of pairing.include."""
 
-    python: str | None = key("a python version", None, required=True, example='"3.12"', pattern=f"^{PYTHON_PATTERN}$")
+    python: str | None = key('a python version, or "this" (the one running nox)', None, required=True,
+                             example='"3.12"', pattern=f"^(?:{PYTHON_PATTERN})$")
     ort: str | None = key("an [ort.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
     torch: str | None = key("a [torch.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
     libs: str | None = key("a [libs.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")

@@ -6,10 +6,11 @@ pairing; exclude removes any pairing whose named axes all match.
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..modes import MODES
-from .model import ExcludeEntry, IncludeEntry, Pairing, Settings
+from .model import THIS_PYTHON, ExcludeEntry, IncludeEntry, Pairing, Settings
 
 if TYPE_CHECKING:
     from .loader import Reader
@@ -71,7 +72,8 @@ def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[st
         if any(all(getattr(ex, k) in (None, full[k]) for k in full) for ex in exclude):
             continue
         if entry.python and entry.ort and entry.torch and entry.libs and suite is not None:
-            out.append(Pairing(entry.python, entry.ort, entry.torch, entry.libs, suite, tuple(modes), key))
+            python = f"{sys.version_info[0]}.{sys.version_info[1]}" if entry.python == THIS_PYTHON else entry.python
+            out.append(Pairing(python, entry.ort, entry.torch, entry.libs, suite, tuple(modes), key))
     if not out and not r.problems:
         r.bad("pairing", "no pairing is left after exclude", "loosen pairing.exclude or add pairing.include entries")
     return tuple(out)
