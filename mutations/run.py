@@ -110,8 +110,8 @@ def env_for(tree: Path) -> dict[str, str]:
 
 def imported_from(tree: Path) -> None:
     """The copy's packages are what `python` imports there; fail loudly otherwise."""
-    code = "import ort_gpu_matrix, ort_matrix_probe, sessions; print(ort_gpu_matrix.__file__); " \
-           "print(ort_matrix_probe.__file__); print(sessions.__file__)"
+    code = "import importlib.util as u; [print(u.find_spec(n).origin) for n in " \
+           "('ort_gpu_matrix', 'ort_matrix_probe', 'sessions')]"  # found, not executed: a mutant may break it
     proc = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env_for(tree), capture_output=True, text=True)
     paths = proc.stdout.split()
     if proc.returncode != 0 or len(paths) != 3 or not all(Path(p).resolve().is_relative_to(tree.resolve()) for p in paths):
@@ -132,6 +132,7 @@ def run_tests(tree: Path, tests: tuple[str, ...], extra: tuple[str, ...] = ()) -
 
 
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)")
+COLLECT_ERROR = re.compile(r"^_+ ERROR collecting (\S+) _+$")
 
 
 def classify(proc: subprocess.CompletedProcess[str]) -> Outcome:
@@ -142,6 +143,9 @@ def classify(proc: subprocess.CompletedProcess[str]) -> Outcome:
     if proc.returncode in (1, 2, 3):  # a test failed, or the mutant broke collection or pytest itself
         return Outcome("KILLED", failed[0] if failed else f"pytest exit {proc.returncode}", proc.returncode,
                        tail=lines[-15:])
+    collecting = [m.group(1) for line in lines if (m := COLLECT_ERROR.match(line))]
+    if proc.returncode == 4 and collecting:  # a node id of a module the mutant made unimportable
+        return Outcome("KILLED", f"collection error in {collecting[0]}", 4, tail=lines[-15:])
     # 4: usage error (a node id that does not exist), 5: nothing collected: the test list is wrong, not the code
     return Outcome("ERROR", f"pytest exit {proc.returncode} (usage error or nothing collected: fix `tests`)",
                    proc.returncode, tail=lines[-15:])
