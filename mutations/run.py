@@ -25,6 +25,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 MUTANTS = REPO / "mutations" / "mutants.toml"
@@ -219,7 +220,7 @@ def _code(text: str) -> str:
     return f"`` {text} ``"
 
 
-def render(mutants: list[Mutant], outcomes: dict[str, dict]) -> tuple[str, list[str]]:
+def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
     problems = []
     rows, survivors = [], []
     counted = killed = 0

@@ -123,7 +123,8 @@ def test_the_current_result_appears_only_by_rename(harness, tmp_path):
     events = json.loads(proc.stdout)
     assert [e[0] for e in events] == ["rename"], events
     assert os.path.dirname(events[0][1]) == str(elsewhere)  # the temp file was beside the target
-    assert load(elsewhere / source.name).to_dict() == {**load(source).to_dict(), "bundle": load(elsewhere / source.name).bundle}
+    copy, original = load(elsewhere / source.name), load(source)
+    assert (copy.run_id, copy.verdict, copy.counts) == (original.run_id, original.verdict, original.counts)
 
 
 def test_teeth_ignores_a_require_cudnn_result_of_another_venv(harness):
@@ -183,7 +184,9 @@ def test_a_truncated_file_rebuilds_the_venv(harness, tmp_path):
     assert harness.nox("-s", CELL).result("normal")["verdict"] == "pass"
     init = harness.venvs / f"t-{PY}-cpu-none" / "lib" / f"python{PY}" / "site-packages" / "onnxruntime" / "__init__.py"
     size = init.stat().st_size
-    init.write_bytes(init.read_bytes()[: size // 2])
+    head = init.read_bytes()[: size // 2]
+    init.unlink()  # a new file: the venv's may be a hard link into an installer's cache
+    init.write_bytes(head)
     run = harness.nox("-s", CELL)
     assert f"it is damaged: onnxruntime/__init__.py has {size // 2} bytes, RECORD says {size}" in run.output, \
         run.output[-2000:]
