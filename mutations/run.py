@@ -34,6 +34,7 @@ DOC = REPO / "docs" / "mutations.md"
 KEYS = {"id", "file", "before", "after", "bug", "tests", "survives"}
 REQUIRED = KEYS - {"survives"}
 TIMEOUT_S = 900
+NEW_TESTS = "tests/test_mutants.py"  # the killing tests this pass added
 PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
 # Variables of the caller that would change what the copy's tests run or where they write.
 DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "MATRIX_TOML", "MATRIX_RESULTS", "MATRIX_VENVS",
@@ -132,7 +133,7 @@ def run_tests(tree: Path, tests: tuple[str, ...], extra: tuple[str, ...] = ()) -
                           text=True, timeout=TIMEOUT_S)
 
 
-FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)")
+FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$")  # node ids may hold spaces: test_fault[a b]
 COLLECT_ERROR = re.compile(r"^_+ ERROR collecting (\S+) _+$")
 
 
@@ -142,7 +143,8 @@ def classify(proc: subprocess.CompletedProcess[str]) -> Outcome:
     if proc.returncode == 0:
         return Outcome("SURVIVED", "", 0, tail=lines[-5:])
     if proc.returncode in (1, 2, 3):  # a test failed, or the mutant broke collection or pytest itself
-        return Outcome("KILLED", failed[0] if failed else f"pytest exit {proc.returncode}", proc.returncode,
+        # the last one: a pytester test prints its inner session's FAILED lines before the outer summary
+        return Outcome("KILLED", failed[-1] if failed else f"pytest exit {proc.returncode}", proc.returncode,
                        tail=lines[-15:])
     collecting = [m.group(1) for line in lines if (m := COLLECT_ERROR.match(line))]
     if proc.returncode == 4 and collecting:  # a node id of a module the mutant made unimportable
@@ -230,7 +232,8 @@ def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]]) -> tuple[
             result = "NOT RUN"
             problems.append(f"{m.id}: not run yet")
         elif o["status"] == "KILLED":
-            result = f"KILLED by `{o['detail']}`"
+            detail = next((t for t in m.tests if t.startswith(o["detail"])), o["detail"])
+            result = f"KILLED by `{detail}`" + (" (new test)" if detail.startswith(NEW_TESTS) else "")
             counted += 1
             killed += 1
             if m.survives:
