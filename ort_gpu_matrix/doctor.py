@@ -19,12 +19,14 @@ from ort_matrix_probe.audit import file_version
 
 from .cells import cells_of
 from .config.model import Matrix
-from .errors import MatrixError
-from .host import Resolved, check, find_interpreter
+from .errors import MatrixError, Problem
+from .host import Resolved, check, find_interpreter, pinned_files
 from .venvs import state
 
-# keys whose problems are the matrix's own, the same on every host
-_ANYWHERE = ("suite.", "ort.")
+
+def _anywhere(p: Problem) -> bool:
+    """A problem of the matrix itself, the same on every host: a suite's files, a local ORT wheel."""
+    return p.key.startswith("suite.") or (p.key.startswith("ort.") and p.key.endswith(".wheel"))
 
 
 @dataclass
@@ -110,7 +112,7 @@ def run(matrix: Matrix) -> Report:
         sessions = ", ".join([c.name, *(c.mode_session(m) for m in c.modes)])
         if isinstance(r, MatrixError):
             rep.add(f"  {c.name}: not runnable here: {_problems(r)}")
-            fatal = [p for p in r.problems if p.key.startswith(_ANYWHERE)]
+            fatal = [p for p in r.problems if _anywhere(p)]
             rep.fatal += [f"{c.name}: {p.key}: {p.problem} (fix: {p.fix})" for p in fatal]
         else:
             rep.add(f"  {c.name}: runnable here")
@@ -119,17 +121,17 @@ def run(matrix: Matrix) -> Report:
     rep.add()
     rep.add("libs sets")
     pinned_versions: dict[str, str | None] = {}
-    for libs_id in matrix.libs:
-        users = [c for c in cells if c.libs.id == libs_id]
-        files = next((r.preload for c in users if not isinstance(r := checked[c.name], MatrixError)), None)
-        libs = matrix.libs[libs_id]
+    for libs_id, libs in matrix.libs.items():
+        user = next((c for c in cells if c.libs.id == libs_id), None)
         if libs.none:
             rep.add(f"  {libs_id}: pins nothing")
             continue
-        if files is None:
-            reasons = {p.problem for c in users if isinstance(r := checked[c.name], MatrixError)
-                       for p in r.problems if p.key.startswith(f"libs.{libs_id}")}
-            rep.add(f"  {libs_id}: not found here: {'; '.join(sorted(reasons)) or 'no cell of this host uses it'}")
+        if user is None:
+            rep.add(f"  {libs_id}: no pairing uses it")
+            continue
+        files, problems = pinned_files(matrix, user)
+        if problems:
+            rep.add(f"  {libs_id}: not usable here: {'; '.join(p.problem for p in problems)}")
             continue
         rep.add(f"  {libs_id}:")
         for f in files:
@@ -138,7 +140,7 @@ def run(matrix: Matrix) -> Report:
                 pinned_versions[libs_id] = file_version(f)
     rep.add()
     found = gpus()
-    rep.add("GPUs: " + ("none (no nvidia-smi, or it lists none)" if not found else ""))
+    rep.add("GPUs:" + (" none (no nvidia-smi, or it lists none)" if not found else ""))
     for g in found:
         rep.add(f"  {g}")
     rep.add()

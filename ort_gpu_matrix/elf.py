@@ -6,6 +6,8 @@ text file, a static archive or the wrong library would otherwise run green with 
 from __future__ import annotations
 
 import re
+import sys
+from functools import cache
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -26,6 +28,9 @@ def soname(path: Path) -> tuple[str | None, str | None]:
             elf = ELFFile(f)
             if elf["e_type"] != "ET_DYN":
                 return None, f"is an ELF {elf['e_type']}, not a shared library"
+            host = _host_machine()
+            if host is not None and elf["e_machine"] != host:
+                return None, f"is built for {elf['e_machine']}, this host runs {host}"
             for seg in elf.iter_segments():
                 if isinstance(seg, DynamicSegment):
                     for tag in seg.iter_tags("DT_SONAME"):
@@ -34,6 +39,16 @@ def soname(path: Path) -> tuple[str | None, str | None]:
     except (OSError, ELFError) as exc:
         return None, f"cannot be read as ELF ({exc})"
 
+
+
+@cache
+def _host_machine() -> str | None:
+    """The ELF machine of the interpreter running this: what ld.so here can load."""
+    try:
+        with open(sys.executable, "rb") as f:
+            return str(ELFFile(f)["e_machine"])
+    except (OSError, ELFError):
+        return None
 
 
 def fits(name: str, path: Path) -> str | None:

@@ -211,6 +211,13 @@ def _in_wheelhouse(requirement: str, dirs: list[str]) -> bool:
     return False
 
 
+def pinned_files(matrix: Matrix, cell: Cell) -> tuple[tuple[str, ...], list[Problem]]:
+    """The files the cell's libs set pins on this host, and what is wrong with them (for the doctor)."""
+    c = _Checker(matrix)
+    files = _libs(c, cell)
+    return files, c.problems
+
+
 def resolve(matrix: Matrix, cell: Cell) -> Resolved:
     """Check the cell against this host; raise MatrixError naming every problem."""
     c = _Checker(matrix)
