@@ -25,6 +25,7 @@ from .model import BACKENDS, ID_PATTERN, PYTHON_PATTERN, Libs, Matrix, Ort, Sett
 from .pairings import expand
 
 T = TypeVar("T")
+TOP = "(top level)"
 
 
 def _kind(hint: Any) -> Any:
@@ -48,19 +49,21 @@ class Reader:
     def table(self, data: Any, key: str, allowed: set[str], elsewhere: dict[str, str] | None = None) -> dict[str, Any]:
         """`elsewhere`: keys that belong to a sibling table (another mode's expect), named as such."""
         if not isinstance(data, dict):
-            self.bad(key, f"must be a table, found {type(data).__name__}", f"write it as [{key}] with keys")
+            fix = "write it as an inline table: { key = value, ... }" if key.endswith("]") else f"write it as [{key}] with keys"
+            self.bad(key, f"must be a table, found {type(data).__name__}", fix)
             return {}
         for k in sorted(set(data) - allowed):
+            where = k if key == TOP else f"{key}.{k}"
             if elsewhere and k in elsewhere:
-                self.bad(f"{key}.{k}", f"unknown key here: {k} is read only by [{elsewhere[k]}]",
+                self.bad(where, f"unknown key here: {k} is read only by [{elsewhere[k]}]",
                          f"move it to [{elsewhere[k]}], or use one of: {', '.join(sorted(allowed))}")
                 continue
             near = difflib.get_close_matches(k, sorted(allowed - set(data)), n=1, cutoff=0.75)
             if near:
-                self.bad(f"{key}.{k}", f"unknown key (did you mean `{near[0]}`?)", f"rename {k} to {near[0]}")
+                self.bad(where, f"unknown key (did you mean `{near[0]}`?)", f"rename {k} to {near[0]}")
                 self.renamed.add(f"{key}.{near[0]}")
             else:
-                self.bad(f"{key}.{k}", "unknown key", f"remove it, or use one of: {', '.join(sorted(allowed))}")
+                self.bad(where, "unknown key", f"remove it, or use one of: {', '.join(sorted(allowed))}")
         return data
 
     def regexes(self, key: str, value: str | tuple[str, ...]) -> None:
@@ -80,8 +83,9 @@ class Reader:
             if isinstance(raw, str):
                 return raw
             if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-                self.bad(key, f"is the TOML number {raw!r}, not a string (TOML reads 3.10 as 3.1)",
-                         f'quote it: {name} = "{raw}" (for python 3.10, write "3.10")')
+                hint = " (TOML reads 3.10 as 3.1)" if name == "python" else ""
+                self.bad(key, f"is the TOML number {raw!r}, not a string{hint}",
+                         f'quote it: {name} = "{raw}"' + (' (python 3.10 is "3.10")' if hint else ""))
             else:
                 self.bad(key, f"must be a string, found {raw!r}", f'write {name} = "..."')
         elif kind is bool:
@@ -100,8 +104,9 @@ class Reader:
             numbers = [v for v in raw if isinstance(v, (int, float)) and not isinstance(v, bool)] \
                 if isinstance(raw, list) else []
             if numbers:
-                self.bad(key, f"holds the TOML number {numbers[0]!r}, not a string (TOML reads 3.10 as 3.1)",
-                         f'quote every item: {name} = ["{numbers[0]}"] (for python 3.10, write "3.10")')
+                hint = " (TOML reads 3.10 as 3.1)" if name == "pythons" else ""
+                self.bad(key, f"holds the TOML number {numbers[0]!r}, not a string{hint}",
+                         f'quote every item: {name} = ["{numbers[0]}"]' + (' (python 3.10 is "3.10")' if hint else ""))
             else:
                 self.bad(key, f"must be a list of strings, found {raw!r}", f'write {name} = ["..."]')
         elif origin is tuple:
@@ -119,6 +124,9 @@ class Reader:
     def entry(self, data: Any, key: str, cls: type[T], elsewhere: dict[str, str] | None = None, **fixed: Any) -> T:
         """A table read as `cls`: unknown keys, missing required keys, types and regexes checked."""
         specs = keys_of(cls)
+        if not isinstance(data, dict):
+            self.table(data, key, set())  # says it must be a table; its keys cannot be judged
+            return cls(**fixed)
         data = self.table(data, key, {s.name for s in specs}, elsewhere)
         values = {}
         for s in specs:
@@ -197,7 +205,9 @@ def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dic
     out = {}
     for ident, body in r.ids(data, section).items():
         key = f"{section}.{ident}"
-        r.one_form(body, key, forms)
+        entry = r.entry(body, key, cls, id=ident)
+        if not any(f"{key}.{k}" in r.renamed for f in forms for k in f):  # "did you mean" already covers it
+            r.one_form(body, key, forms)
         for k, needs in getattr(cls, "REQUIRES", {}).items():
             if k in body and not all(n in body for n in needs):
                 r.bad(f"{key}.{k}", f"only applies with `{'`, `'.join(needs)}`", f"remove {k}, or add {', '.join(needs)}")
@@ -205,7 +215,7 @@ def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dic
             if body.get(flag) is False:
                 others = " or ".join("/".join(f) for f in forms if f != (flag,))
                 r.bad(f"{key}.{flag}", f"{flag} = false declares nothing", f"write {flag} = true, or use {others}")
-        out[ident] = r.entry(body, key, cls, id=ident)
+        out[ident] = entry
     return out
 
 
@@ -270,7 +280,7 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
     path = path.resolve()
     data = read_toml(path)
     r = Reader(str(path))
-    r.table(data, "(top level)", {"$schema", "matrix", "ort", "torch", "libs", "pairing", "suite"})
+    r.table(data, TOP, {"$schema", "matrix", "ort", "torch", "libs", "pairing", "suite"})
     if "$schema" in data and not isinstance(data["$schema"], str):
         r.bad("$schema", f"must be a string, found {data['$schema']!r}", '"$schema" = "./matrix.schema.json"')
     settings = _settings(r, data, overrides)

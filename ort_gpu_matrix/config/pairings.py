@@ -64,6 +64,8 @@ def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[st
             r.bad(f"{key}.suite" if entry.suite is not None else "matrix.suite", f"unknown suite {suite!r}",
                   f"declare [suite.{suite}] or use one of: {', '.join(suites) or '(none declared)'}")
         modes = entry.modes if entry.modes is not None else (s.modes if s.modes is not None else MODES)
+        if entry.modes is None and s.modes is not None and (not s.modes or any(m not in MODES for m in s.modes)):
+            modes = MODES  # matrix.modes is wrong, and that problem is already reported
         if not modes or any(m not in MODES for m in modes):
             problem = "is empty: the pairing would run nothing" if not modes else f"must be a list drawn from {list(MODES)}"
             r.bad(f"{key}.modes", problem, 'modes = ["normal"]')

@@ -1,0 +1,244 @@
+"""The adversarial table: bad matrix files, each with the exact file/key/problem/fix it must produce.
+
+Every row runs through the real nox: a structural problem stops `nox` at registration with exit status 2,
+a host problem fails the session before anything is built. No row leaves a venv or a result behind, and no
+row shows a traceback. Adding a check means adding a row.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import PY, REPO, SUITES
+
+ROOT = str(SUITES / "verdicts")
+BASE = f'''[matrix]
+pythons = ["{PY}"]
+suite = "s"
+modes = ["normal"]
+
+[ort.cpu]
+requirement = "onnxruntime==1.32.0"
+with = ["onnx==1.20.1"]
+
+[torch.none]
+skip = true
+
+[libs.x]
+none = true
+
+[pairing]
+include = [{{ python = "{PY}", ort = "cpu", torch = "none", libs = "x" }}]
+
+[suite.s]
+root = "{ROOT}"
+files = ["test_allpass.py"]
+pythonpath = [".."]
+'''
+
+ROWS = [
+    ('prefix with a space', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nprefix = "g p u"\n'),
+     [('matrix.prefix', "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')]),
+    ('pythons as TOML numbers', lambda b, tmp: b.replace(f'pythons = ["{PY}"]', 'pythons = [3.10]'),
+     [('matrix.pythons', 'holds the TOML number 3.1, not a string (TOML reads 3.10 as 3.1)', 'quote every item: pythons = ["3.1"] (python 3.10 is "3.10")')]),
+    ('unknown backend', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nbackend = "uv|conda"\n'),
+     [('matrix.backend', "unknown venv backend 'conda'", 'use one or more of uv|virtualenv|venv, e.g. "uv|virtualenv"')]),
+    ('modes empty', lambda b, tmp: b.replace('modes = ["normal"]', 'modes = []'),
+     [('matrix.modes', 'is empty: every pairing would run nothing', "list some of ['normal', 'require_cudnn', 'teeth'], or remove the key")]),
+    ('unknown mode', lambda b, tmp: b.replace('modes = ["normal"]', 'modes = ["fast"]'),
+     [('matrix.modes', "unknown mode 'fast'", "use some of ['normal', 'require_cudnn', 'teeth']")]),
+    ('offline not a bool', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = "yes"\n'),
+     [('matrix.offline', "must be true or false, found 'yes'", 'write offline = true')]),
+    ('offline without wheelhouse', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = true\n'),
+     [('matrix.offline', 'is true (or MATRIX_OFFLINE=1) but no wheelhouse is given: nothing could be installed', 'add wheelhouse = ["/path/to/wheels"], or set MATRIX_WHEELHOUSE')]),
+    ('unknown matrix.suite', lambda b, tmp: b.replace('suite = "s"', 'suite = "nope"'),
+     [('matrix.suite', "unknown suite 'nope'", 'declare [suite.nope] or use one of: s')]),
+    ('near-miss matrix key', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nbackends = "uv"\n'),
+     [('matrix.backends', 'unknown key (did you mean `backend`?)', 'rename backends to backend')]),
+    ('unknown top-level table', lambda b, tmp: b + '\n[matrx]\nprefix = "x"\n',
+     [('matrx', 'unknown key', 'remove it, or use one of: $schema, libs, matrix, ort, pairing, suite, torch')]),
+    ('schema not a string', lambda b, tmp: '"$schema" = 1\n' + b,
+     [('$schema', 'must be a string, found 1', '"$schema" = "./matrix.schema.json"')]),
+    ('ort requirement and wheel', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"', 'requirement = "onnxruntime==1.32.0"\nwheel = "x.whl"'),
+     [('ort.cpu', 'needs exactly one of requirement, wheel (found requirement, wheel)', 'keep one of: requirement, wheel')]),
+    ('ort without a form', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"\n', ''),
+     [('ort.cpu', 'needs exactly one of requirement, wheel (found none)', 'keep one of: requirement, wheel')]),
+    ('ort index_url with a wheel', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"', 'wheel = "x.whl"\nindex_url = "https://x/simple/"'),
+     [('ort.cpu.index_url', 'only applies with `requirement`', 'remove index_url, or add requirement')]),
+    ('ort with not a list', lambda b, tmp: b.replace('with = ["onnx==1.20.1"]', 'with = "onnx==1.20.1"'),
+     [('ort.cpu.with', "must be a list of strings, found 'onnx==1.20.1'", 'write with = ["..."]')]),
+    ('ort id with a dash', lambda b, tmp: b.replace('[ort.cpu]', '[ort.cpu-1]').replace('ort = "cpu"', 'ort = "cpu-1"'),
+     [('ort.cpu-1', "id may hold only letters, digits, '_' and '.'", 'rename it: ids become parts of session names')]),
+    ('ort requirement a number', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"', 'requirement = 1.32'),
+     [('ort.cpu.requirement', 'is the TOML number 1.32, not a string', 'quote it: requirement = "1.32"')]),
+    ('torch skip false', lambda b, tmp: b.replace('skip = true', 'skip = false'),
+     [('torch.none.skip', 'skip = false declares nothing', 'write skip = true, or use requirement or environment')]),
+    ('torch two forms', lambda b, tmp: b.replace('skip = true', 'skip = true\nenvironment = "/opt/torch"'),
+     [('torch.none', 'needs exactly one of requirement, environment, skip (found environment, skip)', 'keep one of: requirement, environment, skip')]),
+    ('torch index_url with environment', lambda b, tmp: b.replace('skip = true', 'environment = "/opt/torch"\nindex_url = "https://x/simple/"'),
+     [('torch.none.index_url', 'only applies with `requirement`', 'remove index_url, or add requirement')]),
+    ('libs none with a file', lambda b, tmp: b.replace('none = true', 'none = true\ncudnn = "/x/libcudnn.so.9"'),
+     [('libs.x', 'needs exactly one of cudart/cudnn, search, none (found cudart/cudnn, none)', 'keep one of: cudart/cudnn, search, none')]),
+    ('libs none false', lambda b, tmp: b.replace('none = true', 'none = false'),
+     [('libs.x.none', 'none = false declares nothing', 'write none = true, or use cudart/cudnn or search')]),
+    ('libs without a form', lambda b, tmp: b.replace('[libs.x]\nnone = true', '[libs.x]\nrunner = "gpu"'),
+     [('libs.x', 'needs exactly one of cudart/cudnn, search, none (found none)', 'keep one of: cudart/cudnn, search, none')]),
+    ('libs near-miss key', lambda b, tmp: b.replace('none = true', 'cudnnn = "/x/libcudnn.so.9"'),
+     [('libs.x.cudnnn', 'unknown key (did you mean `cudnn`?)', 'rename cudnnn to cudnn')]),
+    ('libs runner empty', lambda b, tmp: b.replace('none = true', 'none = true\nrunner = []'),
+     [('libs.x.runner', 'is empty', 'write runner = "label", or remove it')]),
+    ('libs search not a list of strings', lambda b, tmp: b.replace('none = true', 'search = [1]'),
+     [('libs.x.search', 'holds the TOML number 1, not a string', 'quote every item: search = ["1"]')]),
+    ('suite root missing', lambda b, tmp: b.replace(f'root = "{ROOT}"\n', ''),
+     [('suite.s.root', 'is missing', 'add root = "suites/dispatch" (the tests\' dir, relative to the matrix file; ${VAR} expanded)')]),
+    ('suite root misspelt', lambda b, tmp: b.replace('root = ', 'rooot = '),
+     [('suite.s.rooot', 'unknown key (did you mean `root`?)', 'rename rooot to root')]),
+    ('suite files empty', lambda b, tmp: b.replace('files = ["test_allpass.py"]', 'files = []'),
+     [('suite.s.files', 'is empty', 'add files = ["test_*.py"] (relative to root)')]),
+    ('suite env reserved LD_PRELOAD', lambda b, tmp: b + 'env = { LD_PRELOAD = "/x.so" }\n',
+     [('suite.s.env.LD_PRELOAD', 'is set by the harness itself (the harness sets it for every run)', 'remove it from suite.env; pin libraries with a [libs.<id>] set')]),
+    ('suite env harness prefix', lambda b, tmp: b + 'env = { ORT_MATRIX_REPORT = "x" }\n',
+     [('suite.s.env.ORT_MATRIX_REPORT', "is set by the harness itself (ORT_MATRIX_* variables carry the probe's channels and options)", 'remove it from suite.env; the harness sets it for every run')]),
+    ('suite env not strings', lambda b, tmp: b + 'env = { A = true }\n',
+     [('suite.s.env', 'must be a table of strings', 'write env = { NAME = "value" }')]),
+    ('suite timeout zero', lambda b, tmp: b + 'timeout = 0\n',
+     [('suite.s.timeout', 'must be a whole number >= 1, found 0', 'write timeout = 3600')]),
+    ('suite test_timeout zero', lambda b, tmp: b + 'test_timeout = 0\n',
+     [('suite.s.test_timeout', 'must be a whole number >= 1, found 0', 'write test_timeout = 1')]),
+    ('suite pytest_args a string', lambda b, tmp: b + 'pytest_args = "-q"\n',
+     [('suite.s.pytest_args', "must be a list of strings, found '-q'", 'write pytest_args = ["..."]')]),
+    ('suite provider_options a list', lambda b, tmp: b + 'provider_options = ["sdpa_kernel=16"]\n',
+     [('suite.s.provider_options', 'must be a table of strings', 'write provider_options = { NAME = "value" }')]),
+    ('expect unknown mode table', lambda b, tmp: b + '[suite.s.expect.fast]\nmin_passed = 1\n',
+     [('suite.s.expect.fast', 'unknown key', 'remove it, or use one of: normal, require_cudnn, teeth')]),
+    ('expect min_passed negative', lambda b, tmp: b + '[suite.s.expect.normal]\nmin_passed = -1\n',
+     [('suite.s.expect.normal.min_passed', 'must be a whole number >= 0, found -1', 'write min_passed = 1')]),
+    ('expect min_passed a float', lambda b, tmp: b + '[suite.s.expect.normal]\nmin_passed = 1.5\n',
+     [('suite.s.expect.normal.min_passed', 'must be a whole number >= 0, found 1.5', 'write min_passed = 1')]),
+    ('teeth min_failures zero', lambda b, tmp: b + '[suite.s.expect.teeth]\nmin_failures = 0\n',
+     [('suite.s.expect.teeth.min_failures', 'must be a whole number >= 1, found 0', 'write min_failures = 1')]),
+    ('teeth key under normal', lambda b, tmp: b + '[suite.s.expect.normal]\nknown_toothless = []\n',
+     [('suite.s.expect.normal.known_toothless', 'unknown key here: known_toothless is read only by [suite.s.expect.teeth]', 'move it to [suite.s.expect.teeth], or use one of: allowed_skips, dispatch_tests, forbid_kernels, known_failures, min_passed, require_kernel')]),
+    ('bad regex in allowed_skips', lambda b, tmp: b + '[suite.s.expect.normal]\nallowed_skips = ["(unclosed"]\n',
+     [('suite.s.expect.normal.allowed_skips[0]', 'is not a valid regex (missing ), unterminated subpattern at position 0)', 'escape special characters such as ( [ + ?')]),
+    ('bad regex in dispatch_tests', lambda b, tmp: b + '[suite.s.expect.normal]\ndispatch_tests = "[a-"\n',
+     [('suite.s.expect.normal.dispatch_tests', 'is not a valid regex (unterminated character set at position 0)', 'escape special characters such as ( [ + ?')]),
+    ('known_failures entry without reason', lambda b, tmp: b + '[suite.s.expect.normal]\nknown_failures = [{ test = "x" }]\n',
+     [('suite.s.expect.normal.known_failures[0].reason', 'is missing', 'add reason = "..." (why)')]),
+    ('known_toothless not tables', lambda b, tmp: b + '[suite.s.expect.teeth]\nknown_toothless = ["x"]\n',
+     [('suite.s.expect.teeth.known_toothless[0]', 'must be a table, found str', 'write it as an inline table: { key = value, ... }')]),
+    ('pairing unknown ort id', lambda b, tmp: b.replace('ort = "cpu", torch', 'ort = "gpu", torch'),
+     [('pairing.include[0].ort', "unknown ort id 'gpu'", 'declare [ort.gpu] or use one of: cpu')]),
+    ('pairing python a number', lambda b, tmp: b.replace(f'{{ python = "{PY}"', '{ python = 3.10'),
+     [('pairing.include[0].python', 'is the TOML number 3.1, not a string (TOML reads 3.10 as 3.1)', 'quote it: python = "3.1" (python 3.10 is "3.10")')]),
+    ('pairing python not a version', lambda b, tmp: b.replace(f'{{ python = "{PY}"', '{ python = "py3"'),
+     [('pairing.include[0].python', 'must be a python version such as "3.12" (or "this"), found \'py3\'', 'write "3.12"')]),
+    ('pairing modes empty', lambda b, tmp: b.replace('libs = "x" }', 'libs = "x", modes = [] }'),
+     [('pairing.include[0].modes', 'is empty: the pairing would run nothing', 'modes = ["normal"]')]),
+    ('pairing near-miss key', lambda b, tmp: b.replace('libs = "x" }', 'libs = "x", suit = "s" }'),
+     [('pairing.include[0].suit', 'unknown key (did you mean `suite`?)', 'rename suit to suite')]),
+    ('pairing missing libs', lambda b, tmp: b.replace(', libs = "x" }', ' }'),
+     [('pairing.include[0].libs', 'is missing', 'add libs = "..." (a [libs.<id>])')]),
+    ('pairing include not a list', lambda b, tmp: b.replace('include = [{', 'include = {').replace('"x" }]', '"x" }'),
+     [('pairing.include', 'must be a list of tables', 'include = [{ python = "3.12", ort = "...", torch = "...", libs = "..." }]')]),
+    ('exclude removes everything', lambda b, tmp: b.replace('[pairing]\n', '[pairing]\nexclude = [{ libs = "x" }]\n'),
+     [('pairing', 'no pairing is left after exclude', 'loosen pairing.exclude or add pairing.include entries')]),
+    ('the same pairing twice', lambda b, tmp: b.replace('libs = "x" }]', 'libs = "x" }, { python = "' + PY + '", ort = "cpu", torch = "none", libs = "x" }]'),
+     [('pairing.include[1]', 'declares the same pairing as pairing.include[0] (gpu-{py}-x-cpu-none-s)', 'remove one of the two entries')]),
+    ('pin missing on this host', lambda b, tmp: b.replace('none = true', 'cudnn = "/nonexistent/libcudnn.so.9"'),
+     [('libs.x.cudnn', '/nonexistent/libcudnn.so.9 does not exist on this host', 'point cudnn at the real file (try: ldconfig -p | grep libcudnn), or use none = true')]),
+    ('pin a text file', lambda b, tmp: b.replace('none = true', 'cudart = "' + str(tmp) + '/text/libcudart.so.13"'),
+     [('libs.x.cudart', '{tmp}/text/libcudart.so.13 is not an ELF file: ld.so would skip it and pin nothing', 'point cudart at the real libcudart.so.<N> (try: ldconfig -p | grep libcudart)')]),
+    ('search finds nothing', lambda b, tmp: b.replace('none = true', 'search = ["/nonexistent"]'),
+     [('libs.x.search', "no libcudart.so.* in ['/nonexistent']", 'add the directory that holds libcudart.so.*, or pin cudart = "/path/libcudart.so.*"'),
+      ('libs.x.search', "no libcudnn.so.9 in ['/nonexistent']", 'add the directory that holds libcudnn.so.9, or pin cudnn = "/path/libcudnn.so.9"')]),
+    ('python not on this host', lambda b, tmp: b.replace(f'{{ python = "{PY}"', '{ python = "3.99"'),
+     [('pairing.include[0].python', 'no python 3.99 found on PATH for gpu-3.99-x', 'install python3.99 (or put it on PATH), or drop 3.99 from the matrix')]),
+    ('torch environment missing', lambda b, tmp: b.replace('skip = true', 'environment = "/nonexistent/torchenv"'),
+     [('torch.none.environment', '/nonexistent/torchenv/lib/python{py}/site-packages does not exist (python {py})', 'point environment at a venv or prefix of the same python version that has torch installed')]),
+    ('local ORT wheel missing', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"', 'wheel = "/nonexistent/onnxruntime-1.32.0-py3-none-any.whl"'),
+     [('ort.cpu.wheel', '/nonexistent/onnxruntime-1.32.0-py3-none-any.whl does not exist', 'point wheel at a downloaded .whl, or use requirement')]),
+    ('wheelhouse not a dir', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nwheelhouse = ["/nonexistent/wheels"]\n'),
+     [('matrix.wheelhouse[0]', '/nonexistent/wheels is not a directory', 'create it, or remove the entry')]),
+    ('suite root not a dir', lambda b, tmp: b.replace(f'root = "{ROOT}"', 'root = "/nonexistent/suite"'),
+     [('suite.s.root', '/nonexistent/suite is not a directory', 'point root at the directory that holds the tests')]),
+    ('suite files glob matches nothing', lambda b, tmp: b.replace('files = ["test_allpass.py"]', 'files = ["test_nope_*.py"]'),
+     [('suite.s.files', "'test_nope_*.py' matches nothing under {root}", 'fix the name or glob, relative to root')]),
+    ('pythonpath not a dir', lambda b, tmp: b.replace('pythonpath = [".."]', 'pythonpath = ["no-such-dir"]'),
+     [('suite.s.pythonpath', '{root}/no-such-dir is not a directory', 'list directories relative to root')]),
+    ('unset variable', lambda b, tmp: b.replace(f'root = "{ROOT}"', 'root = "${MATRIX_TEST_UNSET_VAR}/suite"'),
+     [('suite.s.root', 'uses ${MATRIX_TEST_UNSET_VAR}, which is not set', 'export MATRIX_TEST_UNSET_VAR=... before running nox')]),
+    ('offline without the ORT wheel', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = true\nwheelhouse = ["' + str(tmp) + '/emptyhouse"]\n'),
+     [('ort.cpu.requirement', 'offline, and no wheel for onnxruntime==1.32.0 in {tmp}/emptyhouse', 'pip download onnxruntime==1.32.0 -d {tmp}/emptyhouse on a machine with network')]),
+]
+
+# every way reading the file can fail: (name, write the file at path, key, problem, fix)
+FILE_ROWS = [
+    ("missing file", lambda p: None, "(file)", "does not exist", "create it, or point MATRIX_TOML at your matrix file"),
+    ("a directory", lambda p: p.mkdir(), "(file)", "is a directory, not a file",
+     "point MATRIX_TOML at the .toml file itself, e.g. {path}/matrix.toml"),
+    ("not UTF-8", lambda p: p.write_bytes(BASE.encode() + b"# caf\xe9\n"), "(file)",
+     "is not UTF-8 text (byte 0xe9 on line 23)", "save it as UTF-8, as TOML requires"),
+    ("not TOML", lambda p: p.write_text(BASE + "x = \n"), "(syntax)",
+     "is not valid TOML: Invalid value (at line 23, column 5)",
+     "fix the TOML syntax at that line"),
+    ("a key set twice", lambda p: p.write_text(BASE.replace("none = true", "none = true\nnone = true")),
+     "libs.x.none", "is set twice (lines 14 and 15)", "keep one of the two lines"),
+    ("a table declared twice", lambda p: p.write_text(BASE + '\n[ort.cpu]\nrequirement = "x"\n'),
+     "ort.cpu", "[ort.cpu] is declared twice (lines 6 and 24)", "merge the two tables into one"),
+]
+
+
+def _nox(tmp_path, matrix, *args):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MATRIX_TOML": str(matrix),
+           "MATRIX_RESULTS": str(tmp_path / "results"), "MATRIX_VENVS": str(tmp_path / "venvs")}
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+def _nothing_built(tmp_path):
+    venvs = tmp_path / "venvs"
+    assert not venvs.exists() or [p.name for p in venvs.iterdir()] == [".locks"]
+    assert not (tmp_path / "results").exists()
+
+
+def _fill(text, tmp_path):
+    return text.replace("{root}", ROOT).replace("{tmp}", str(tmp_path)).replace("{py}", PY)
+
+
+def test_the_table_is_large_enough():
+    assert len(ROWS) + len(FILE_ROWS) >= 40
+
+
+@pytest.mark.parametrize("name, edit, expected", ROWS, ids=[r[0] for r in ROWS])
+def test_a_bad_matrix_gets_its_exact_message_and_builds_nothing(tmp_path, name, edit, expected):
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "libcudart.so.13").write_text("not a library\n")
+    (tmp_path / "emptyhouse").mkdir()
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(edit(BASE, tmp_path))
+    listing = _nox(tmp_path, matrix, "-l")
+    if listing.returncode == 2:  # structural: nothing is even listed
+        out = listing.stdout
+    else:  # a host problem: the cell is listed as not runnable, and running it fails before building
+        cells = [line.split()[1] for line in listing.stdout.splitlines() if "[cells]" in line]
+        assert len(cells) == 1, listing.stdout
+        run = _nox(tmp_path, matrix, "-s", cells[0])
+        assert run.returncode != 0
+        out = run.stdout
+    for key, problem, fix in expected:
+        assert f"{matrix}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}" in out, out
+    assert out.count("    fix: ") == len(expected), out  # nothing else, nothing twice
+    assert "Traceback" not in out
+    _nothing_built(tmp_path)
+
+
+@pytest.mark.parametrize("name, write, key, problem, fix", FILE_ROWS, ids=[r[0] for r in FILE_ROWS])
+def test_a_file_that_cannot_be_read_gets_a_message_and_status_2(tmp_path, name, write, key, problem, fix):
+    matrix = tmp_path / "matrix.toml"
+    write(matrix)
+    run = _nox(tmp_path, matrix, "-l")
+    assert run.returncode == 2, run.stdout
+    assert f"{matrix}: {key}: {problem}\n    fix: {fix.replace('{path}', str(matrix))}" in run.stdout, run.stdout
+    assert "Traceback" not in run.stdout
+    _nothing_built(tmp_path)
