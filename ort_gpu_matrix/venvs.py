@@ -155,6 +155,9 @@ def _index_args(matrix: Matrix, r: Resolved) -> list[str]:
 
 def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
     backend, uv = _pick_backend(matrix.settings.backends, bool(r.torch_site))
+    asked = [r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs,
+             *([cell.torch.requirement] if cell.torch.requirement else [])]
+    log(f"building venv {where.name} ({backend}, {len(asked)} packages)…")
     py = where / "bin" / "python"
     if uv is not None:
         _run([uv, "venv", "--quiet", "--python", r.interpreter, str(where)], log)

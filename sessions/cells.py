@@ -26,7 +26,7 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
     def session_body(session: Any) -> None:
         # imported here, not at registration: `nox -l` needs none of it
         from ort_gpu_matrix.harness import run_cell
-        from ort_gpu_matrix.render import table
+        from ort_gpu_matrix.render import color, table
         from ort_gpu_matrix.results import StoreError
         from ort_gpu_matrix.venvs import BuildError
 
@@ -39,7 +39,10 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
             session.error(str(exc))  # raises
             return
         if print_table:
-            print(table.render(cell.name, written))
+            print(table.render(cell.name, written, color.enabled()))
+        else:
+            for r in written:
+                print(f"verdict {color.verdict(r.verdict.value.upper(), color.enabled())}: {r.session}")
         failed = [r.session for r in written if not r.passed]
         if failed:
             session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.workspace.results_dir})")

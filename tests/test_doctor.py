@@ -180,3 +180,19 @@ def test_doctor_on_the_shipped_matrix_names_every_cell():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for cell in ("gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned"):
         assert f"  {cell}: " in proc.stdout
+
+
+@pytest.mark.parametrize("args, env, coloured", [
+    (["--forcecolor"], {}, True),
+    (["--nocolor"], {}, False),
+    ([], {"NO_COLOR": "1"}, False),
+    ([], {}, False),  # not a tty
+])
+def test_verdicts_follow_nox_colour_settings_and_every_session_ends_with_one(harness, args, env, coloured):
+    harness.write(["test_allpass.py"])
+    run = harness.nox("-s", CELL, *args, env=env)
+    last_lines = [line for line in run.output.splitlines() if line.startswith("verdict ")]
+    assert last_lines, run.output
+    assert ("\x1b[32mPASS\x1b[0m" in last_lines[-1]) is coloured, last_lines
+    assert last_lines[-1].replace("\x1b[32m", "").replace("\x1b[0m", "") == f"verdict PASS: {CELL}, 1 mode(s)"
+    assert "(uv, 4 packages)…" in run.output or "reusing venv" in run.output

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..results import Result
+from .color import verdict
 
 
 def _coverage(result: Result) -> str:
@@ -11,7 +12,7 @@ def _coverage(result: Result) -> str:
     return f"cuDNN tests {cov.cudnn_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
 
 
-def render(cell: str, results: list[Result]) -> str:
+def render(cell: str, results: list[Result], color: bool = False) -> str:
     rows = [("mode", "verdict", "passed", "failed", "skipped", "kernels", "reasons")]
     for r in results:
         c = r.counts
@@ -26,5 +27,11 @@ def render(cell: str, results: list[Result]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     lines = [f"cell {cell}"]
     for row in rows:
-        lines.append("  ".join(col.ljust(w) for col, w in zip(row[:6], widths, strict=True)) + "  " + row[6])
+        cols = [col.ljust(w) for col, w in zip(row[:6], widths, strict=True)]
+        cols[1] = verdict(row[1], color) + " " * (widths[1] - len(row[1]))  # padded outside the colour codes
+        lines.append("  ".join(cols) + "  " + row[6])
+    failed = [r.mode for r in results if not r.passed]
+    word = "FAIL" if failed else "PASS"
+    tail = f" ({', '.join(failed)} failed)" if failed else ""
+    lines.append(f"verdict {verdict(word, color)}: {cell}, {len(results)} mode(s){tail}")
     return "\n".join(lines)
