@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ort_matrix_probe.audit import file_version
 
+from . import libsets
 from .cells import cells_of
 from .config.model import Matrix
 from .errors import MatrixError, Problem
@@ -123,8 +124,19 @@ def run(matrix: Matrix) -> Report:
     pinned_versions: dict[str, str | None] = {}
     for libs_id, libs in matrix.libs.items():
         user = next((c for c in cells if c.libs.id == libs_id), None)
+        loader = "" if libs.loader == "preload" else f" (loader {libs.loader})"
         if libs.none:
-            rep.add(f"  {libs_id}: pins nothing")
+            rep.add(f"  {libs_id}: pins nothing{loader}")
+            continue
+        if libs.pip:
+            wheelhouse = next((r.wheelhouse for c in cells if c.libs.id == libs_id
+                               and not isinstance(r := checked[c.name], MatrixError)), ())
+            rep.add(f"  {libs_id}: pip {', '.join(libs.pip)}{loader}: {libsets.state(matrix, libs, wheelhouse)}")
+            where = libsets.target(matrix, libs, wheelhouse)
+            for f in libsets.files_in(where) if (where / libsets.FINGERPRINT).is_file() else ():
+                rep.add(f"    {describe_lib(f)}")
+                if "libcudnn" in f:
+                    pinned_versions[libs_id] = file_version(f)
             continue
         if user is None:
             rep.add(f"  {libs_id}: no pairing uses it")

@@ -13,12 +13,13 @@ before the interrupt goes on to stop nox.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from . import results
+from . import libsets, results
 from .cells import Cell
 from .config.model import Matrix
 from .fsutil import mark_cache_dir
@@ -74,7 +75,7 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         workdir = new_workdir(session)
         try:
             outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log)
-            verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.preload,
+            verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
                             str(venv.path), _prior(earlier, cell, mode, venv.fingerprint))
             result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
                                    results.new_run_id(outcome.started))
@@ -96,12 +97,24 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
     return stored
 
 
+def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[str], None]) -> Resolved:
+    """A pip libs set installed (or reused) and its files pinned as its loader says."""
+    if not cell.libs.pip:
+        return resolved
+    where = libsets.ensure(matrix, cell.libs, resolved.wheelhouse, log)
+    files = libsets.files_in(where)
+    if cell.libs.loader == "ort_preload_dlls":
+        return dataclasses.replace(resolved, preload=(), pinned=files, loader_spec=f"ort_preload_dlls:{where}")
+    return dataclasses.replace(resolved, preload=files, pinned=files)
+
+
 def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str], posargs: Sequence[str],
              earlier: MutableMapping[str, Result], log: Callable[[str], None] = print,
              echo: Callable[[str], None] = print) -> list[Result]:
     ws = matrix.workspace
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
+    resolved = with_libset(matrix, cell, resolved, log)
     with ensure_venv(matrix, cell, resolved, log) as venv:
         return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo)
                 for mode in MODES if mode in modes]

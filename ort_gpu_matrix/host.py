@@ -44,6 +44,8 @@ class Resolved:
     suite_root: str
     test_files: tuple[str, ...]
     pythonpath: tuple[str, ...]
+    pinned: tuple[str, ...] = ()  # the files that must serve the tests (mapped, won by name), however loaded
+    loader_spec: str | None = None  # ORT_MATRIX_LOADER for the probe: "torch_first", "ort_preload_dlls:<dir>"
 
 
 class _Checker:
@@ -154,8 +156,8 @@ def find_interpreter(version: str) -> str | None:
 def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
     libs = cell.libs
     key = f"libs.{libs.id}"
-    if libs.none:
-        return ()
+    if libs.none or libs.pip:
+        return ()  # a pip set's files exist once it is installed (libsets.py), just before the run
     found: list[str] = []
     if libs.search:
         for name, pattern in (("cudart", "libcudart.so.*"), ("cudnn", "libcudnn.so.9")):
@@ -255,8 +257,9 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
         elif p is not None:
             wheelhouse.append(str(p))
     if matrix.settings.offline:
+        pip = [(f"libs.{cell.libs.id}.pip[{i}]", spec) for i, spec in enumerate(cell.libs.pip)]
         for where, requirement in ((f"ort.{ort.id}.requirement", ort.requirement),
-                                   (f"torch.{cell.torch.id}.requirement", cell.torch.requirement)):
+                                   (f"torch.{cell.torch.id}.requirement", cell.torch.requirement), *pip):
             if requirement and wheelhouse and not _in_wheelhouse(requirement, wheelhouse):
                 c.bad(where, f"offline, and no wheel for {requirement} in {', '.join(wheelhouse)}",
                       f"pip download {shlex.quote(requirement)} -d {wheelhouse[0]} on a machine with network")
@@ -282,7 +285,8 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
     if c.problems:
         raise MatrixError(c.problems)
     return Resolved(interpreter or "", ort_install, wheel, torch_site, preload, tuple(wheelhouse),
-                    str(root), tuple(dict.fromkeys(files)), tuple(pythonpath))
+                    str(root), tuple(dict.fromkeys(files)), tuple(pythonpath), pinned=preload,
+                    loader_spec="torch_first" if cell.libs.loader == "torch_first" else None)
 
 
 def check(matrix: Matrix, cell: Cell) -> Resolved | MatrixError:

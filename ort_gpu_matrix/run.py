@@ -201,7 +201,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
                                          workdir / "progress.tsv")
     digest_r, digest_w = os.pipe()
     channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
-                "ORT_MATRIX_DIGEST_FD": str(digest_w)}
+                "ORT_MATRIX_DIGEST_FD": str(digest_w), **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
     suite = cell.suite
     env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels)
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private

@@ -219,6 +219,13 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             if os.path.realpath(want) not in mapped:
                 reasons.append(f"the pinned {want} was never mapped in the test process (pid {a.get('pid')}):"
                                " ld.so skipped it, so nothing was pinned")
+        loaded = a.get("loader") or {}
+        if loaded.get("error"):
+            reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")
+        if loaded.get("onnxruntime_already_imported"):
+            reasons.append(f"loader {loaded.get('loader')}: onnxruntime was imported before the probe could act")
+        if loaded.get("loader") == "ort_preload_dlls" and a.get("onnxruntime_file") and not loaded.get("called"):
+            reasons.append("loader ort_preload_dlls: the tests imported onnxruntime but preload_dlls was never called")
         ort_file = a.get("onnxruntime_file")
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "

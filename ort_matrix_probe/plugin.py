@@ -27,6 +27,8 @@ import pytest
 from . import report as reporting
 from .audit import audit
 from .fdtap import Fd1Tap, tiers_in
+from .loader import LOADER_ENV
+from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
 from .schema import REPORT_VERSION, Audit, CollectionEntry, ProbeReport, TestEntry
@@ -68,6 +70,7 @@ class Probe:
             self.progress = open(path, "a", buffering=1) if path else None  # closed at unconfigure
             fd = os.environ.pop(DIGEST_FD_ENV, None)  # the tests need not see it
             self.digest_fd = int(fd) if fd else None
+        self.loader, self.unload = apply_loader(os.environ.get(LOADER_ENV))  # before ORT can be imported
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
@@ -135,10 +138,10 @@ class Probe:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
-            self.config.workeroutput[_AUDIT_KEY] = json.dumps(audit())  # type: ignore[attr-defined]
+            self.config.workeroutput[_AUDIT_KEY] = json.dumps({**audit(), "loader": self.loader})  # type: ignore[attr-defined]
             return
         if not getattr(self.config.option, "numprocesses", None):
-            self.audits.append(audit())  # no xdist: this process ran the tests
+            self.audits.append({**audit(), "loader": self.loader})  # no xdist: this process ran the tests
         path = os.environ.get(REPORT_ENV)
         if path:
             data = reporting.write(path, self.report(exitstatus))
@@ -165,6 +168,7 @@ class Probe:
 
     def close(self) -> None:
         self.disarm()
+        self.unload()
         if self.progress is not None:
             self.progress.close()
 

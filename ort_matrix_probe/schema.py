@@ -5,7 +5,7 @@ as JSON and the probe must stay importable on the test venv's Python.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from typing import NotRequired
@@ -56,6 +56,7 @@ class Audit(TypedDict):
     by_name: ByName
     onnxruntime_file: str | None
     preload: list[str]
+    loader: NotRequired[dict[str, Any] | None]  # what the libs set's loader did in this process (loader.py)
 
 
 class OrtProvenance(TypedDict):

@@ -100,6 +100,15 @@ def venvs(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("venvs")
 
 
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory) -> Path:
+    """Every wheel the test venv needs, fetched once, so installs can run with --no-index."""
+    d = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
+                    ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
+    return d
+
+
 @pytest.fixture
 def harness(tmp_path: Path, venvs: Path) -> Harness:
     return Harness(tmp_path, venvs)

@@ -78,11 +78,11 @@ ROWS = [
     ('torch index_url with environment', lambda b, tmp: b.replace('skip = true', 'environment = "/opt/torch"\nindex_url = "https://x/simple/"'),
      [('torch.none.index_url', 'only applies with `requirement`', 'remove index_url, or add requirement')]),
     ('libs none with a file', lambda b, tmp: b.replace('none = true', 'none = true\ncudnn = "/x/libcudnn.so.9"'),
-     [('libs.x', 'needs exactly one of cudart/cudnn, search, none (found cudart/cudnn, none)', 'keep one of: cudart/cudnn, search, none')]),
+     [('libs.x', 'needs exactly one of cudart/cudnn, search, pip, none (found cudart/cudnn, none)', 'keep one of: cudart/cudnn, search, pip, none')]),
     ('libs none false', lambda b, tmp: b.replace('none = true', 'none = false'),
-     [('libs.x.none', 'none = false declares nothing', 'write none = true, or use cudart/cudnn or search')]),
+     [('libs.x.none', 'none = false declares nothing', 'write none = true, or use cudart/cudnn or search or pip')]),
     ('libs without a form', lambda b, tmp: b.replace('[libs.x]\nnone = true', '[libs.x]\nrunner = "gpu"'),
-     [('libs.x', 'needs exactly one of cudart/cudnn, search, none (found none)', 'keep one of: cudart/cudnn, search, none')]),
+     [('libs.x', 'needs exactly one of cudart/cudnn, search, pip, none (found none)', 'keep one of: cudart/cudnn, search, pip, none')]),
     ('libs near-miss key', lambda b, tmp: b.replace('none = true', 'cudnnn = "/x/libcudnn.so.9"'),
      [('libs.x.cudnnn', 'unknown key (did you mean `cudnn`?)', 'rename cudnnn to cudnn')]),
     ('libs runner empty', lambda b, tmp: b.replace('none = true', 'none = true\nrunner = []'),
@@ -170,6 +170,19 @@ ROWS = [
      [('suite.s.root', 'uses ${MATRIX_TEST_UNSET_VAR}, which is not set', 'export MATRIX_TEST_UNSET_VAR=... before running nox')]),
     ('offline without the ORT wheel', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = true\nwheelhouse = ["' + str(tmp) + '/emptyhouse"]\n'),
      [('ort.cpu.requirement', 'offline, and no wheel for onnxruntime==1.32.0 in {tmp}/emptyhouse', 'pip download onnxruntime==1.32.0 -d {tmp}/emptyhouse on a machine with network')]),
+    ('libs pip and none together', lambda b, tmp: b.replace('none = true', 'none = true\npip = ["nvidia-cudnn-cu13==9.12.0.46"]'),
+     [('libs.x', 'needs exactly one of cudart/cudnn, search, pip, none (found pip, none)', 'keep one of: cudart/cudnn, search, pip, none')]),
+    ('libs unknown loader', lambda b, tmp: b.replace('none = true', 'none = true\nloader = "dlopen"'),
+     [('libs.x.loader', "unknown loader 'dlopen'", 'use one of: preload, ort_preload_dlls, torch_first')]),
+    ('ort_preload_dlls without pip', lambda b, tmp: b.replace('none = true', 'none = true\nloader = "ort_preload_dlls"'),
+     [('libs.x.loader', 'ort_preload_dlls needs a pip set: preload_dlls(directory=...) reads nvidia/*/lib', 'add pip = ["nvidia-cudnn-cu13==..."], or use loader = "preload"')]),
+    ('torch_first with pinned files', lambda b, tmp: b.replace('none = true', 'search = ["/opt/x"]\nloader = "torch_first"'),
+     [('libs.x.loader', "torch_first pins nothing: torch's own libraries serve ORT", 'write none = true with it, or use loader = "preload"')]),
+    ('pip spec not a requirement', lambda b, tmp: b.replace('none = true', 'pip = ["nvidia cudnn 9"]'),
+     [('libs.x.pip[0]', 'is not a pip requirement (Expected semicolon (after name with no version specifier) or end)', 'write it as "nvidia-cudnn-cu13==9.12.0.46"')]),
+    ("offline without a pip set's wheel", lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = true\nwheelhouse = ["' + str(tmp) + '/emptyhouse"]\n').replace('requirement = "onnxruntime==1.32.0"', 'wheel = "' + str(tmp) + '/emptyhouse/onnxruntime-1.32.0-py3-none-any.whl"').replace('none = true', 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]'),
+     [('ort.cpu.wheel', '{tmp}/emptyhouse/onnxruntime-1.32.0-py3-none-any.whl does not exist', 'point wheel at a downloaded .whl, or use requirement'),
+      ('libs.x.pip[0]', 'offline, and no wheel for nvidia-cudnn-cu13==9.12.0.46 in {tmp}/emptyhouse', 'pip download nvidia-cudnn-cu13==9.12.0.46 -d {tmp}/emptyhouse on a machine with network')]),
 ]
 
 # every way reading the file can fail: (name, write the file at path, key, problem, fix)
@@ -227,7 +240,9 @@ def test_a_bad_matrix_gets_its_exact_message_and_builds_nothing(tmp_path, name, 
         assert run.returncode != 0
         out = run.stdout
     for key, problem, fix in expected:
-        assert f"{matrix}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}" in out, out
+        line = f"{matrix}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}"
+        # the whole line, nothing more after it (nox ends a session's error message with a full stop)
+        assert line + "\n" in out or line + ".\n" in out, out
     assert out.count("    fix: ") == len(expected), out  # nothing else, nothing twice
     assert "Traceback" not in out
     _nothing_built(tmp_path)
@@ -239,6 +254,6 @@ def test_a_file_that_cannot_be_read_gets_a_message_and_status_2(tmp_path, name, 
     write(matrix)
     run = _nox(tmp_path, matrix, "-l")
     assert run.returncode == 2, run.stdout
-    assert f"{matrix}: {key}: {problem}\n    fix: {fix.replace('{path}', str(matrix))}" in run.stdout, run.stdout
+    assert f"{matrix}: {key}: {problem}\n    fix: {fix.replace('{path}', str(matrix))}\n" in run.stdout, run.stdout
     assert "Traceback" not in run.stdout
     _nothing_built(tmp_path)

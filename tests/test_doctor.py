@@ -57,8 +57,9 @@ def _doctor_matrix(harness, pip_libs, root=SUITES / "verdicts"):
     harness.matrix.write_text(DOCTOR_MATRIX.format(py=PY, root=root, **{k: str(v) for k, v in pip_libs.items()}))
 
 
-def test_doctor_shows_pairings_libraries_torch_venvs_and_interpreters(harness, pip_libs):
+def test_doctor_shows_pairings_libraries_torch_venvs_and_interpreters(harness, pip_libs, tmp_path):
     _doctor_matrix(harness, pip_libs)
+    harness.venvs = tmp_path / "own-venvs"  # doctor builds nothing; the shared dir may hold a venv of this name
     run = harness.nox("-s", "doctor")
     out = run.output
     assert run.proc.returncode == 0, out

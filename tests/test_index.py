@@ -8,8 +8,6 @@ import base64
 import hashlib
 import http.server
 import re
-import subprocess
-import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -105,11 +103,9 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory):
-    """ORT's CPU wheel and its dependencies from PyPI, once; then the index's own builds beside them."""
-    d = tmp_path_factory.mktemp("wheels")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
-                    ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
+def wheels(tmp_path_factory, wheelhouse):
+    """ORT's CPU wheel and its dependencies from PyPI (once per test run); the index's own builds beside them."""
+    d = wheelhouse
     (ort,) = d.glob("onnxruntime-*.whl")
     built = tmp_path_factory.mktemp("built")
     index_ort = reversioned(ort, built)

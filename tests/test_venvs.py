@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import CELL, ORT_CPU, PY, REPO, SUITES, VENV
 
 
@@ -82,15 +81,6 @@ def test_pairings_that_differ_only_in_libs_share_one_venv(harness, fake_libs):
     y = json.loads((harness.results / f"t-{PY}-y-normal.json").read_text())
     assert x["venv"]["path"] == y["venv"]["path"] == str(harness.venvs / VENV)
     assert x["env"]["LD_PRELOAD"] == "" and y["env"]["LD_PRELOAD"] == str(fake_libs["cudnn_real"])
-
-
-@pytest.fixture(scope="session")
-def wheelhouse(tmp_path_factory):
-    """Every wheel the test venv needs, fetched once, so installs can run with --no-index."""
-    d = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
-                    ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
-    return d
 
 
 def test_offline_installs_only_from_the_wheelhouse(harness, tmp_path, wheelhouse):

@@ -16,12 +16,14 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
 from .duplicates import duplicate
-from .model import BACKENDS, ID_PATTERN, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
+from .model import BACKENDS, ID_PATTERN, LOADERS, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
 from .pairings import expand
 
 T = TypeVar("T")
@@ -216,7 +218,26 @@ def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dic
                 others = " or ".join("/".join(f) for f in forms if f != (flag,))
                 r.bad(f"{key}.{flag}", f"{flag} = false declares nothing", f"write {flag} = true, or use {others}")
         out[ident] = entry
+        if isinstance(entry, Libs):
+            _libs_rules(r, key, entry)
     return out
+
+
+def _libs_rules(r: Reader, key: str, libs: Libs) -> None:
+    """Each loader with the form it needs, and pip specs that parse as requirements."""
+    if libs.loader not in LOADERS:
+        r.bad(f"{key}.loader", f"unknown loader {libs.loader!r}", f"use one of: {', '.join(LOADERS)}")
+    elif libs.loader == "ort_preload_dlls" and not libs.pip:
+        r.bad(f"{key}.loader", "ort_preload_dlls needs a pip set: preload_dlls(directory=...) reads nvidia/*/lib",
+              'add pip = ["nvidia-cudnn-cu13==..."], or use loader = "preload"')
+    elif libs.loader == "torch_first" and not libs.none:
+        r.bad(f"{key}.loader", "torch_first pins nothing: torch's own libraries serve ORT",
+              'write none = true with it, or use loader = "preload"')
+    for i, spec in enumerate(libs.pip):
+        try:
+            Requirement(spec)
+        except InvalidRequirement as exc:
+            r.bad(f"{key}.pip[{i}]", f"is not a pip requirement ({str(exc).splitlines()[0]})", 'write it as "nvidia-cudnn-cu13==9.12.0.46"')
 
 
 def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:

@@ -20,6 +20,7 @@ from ..overrides import Workspace
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
+LOADERS = ("preload", "ort_preload_dlls", "torch_first")
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
 _ANY_BACKEND = "|".join(BACKENDS)
@@ -132,12 +133,19 @@ class Torch:
 class Libs:
     """[libs.<id>]: the system CUDA runtime and cuDNN to pin."""
 
-    FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("cudart", "cudnn"), ("search",), ("none",))
+    FORMS: ClassVar[tuple[tuple[str, ...], ...]] = (("cudart", "cudnn"), ("search",), ("pip",), ("none",))
     id: str = ""
     cudart: str | None = key("the CUDA runtime file to pin", None)
     cudnn: str | None = key("the cuDNN file to pin", None)
     search: tuple[str, ...] = key("dirs: the first libcudart.so.* / libcudnn.so.9 there are pinned", ())
+    pip: tuple[str, ...] = key("NVIDIA library wheels, installed once into a cache dir of this set's own (not the "
+                               "test venv); their nvidia/*/lib files are pinned", (),
+                               example='["nvidia-cudnn-cu13==9.12.0.46"]')
     none: bool = key("pin nothing", False)
+    loader: str = key("how the test process gets the libraries: preload (LD_PRELOAD), ort_preload_dlls "
+                      "(onnxruntime.preload_dlls(directory=the set) when the tests first import onnxruntime; "
+                      "with pip), torch_first (import torch before onnxruntime; with none)", "preload",
+                      example='"preload"', pattern=f"^({'|'.join(LOADERS)})$")
     runner: tuple[str, ...] | None = key("CI runner label(s) that have these libraries (nox -s matrix -- --github)",
                                          None, one_or_list=True, example='["self-hosted", "cuda13"]')
 

@@ -1,0 +1,120 @@
+"""pip libs sets and loaders, with real wheels the tests build around real .so files (cc), installed offline."""
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import CELL, FAKE_CUDNN, PY, SUITES, build_so
+from test_index import _record_hash, tiny_torch
+
+
+def cudnn_wheel(where: Path, version: str, reports: int, tmp: Path) -> Path:
+    """nvidia-cudnn-cu13 <version>: nvidia/cudnn/lib/libcudnn.so.9 (built by cc), as NVIDIA lays the wheel out."""
+    lib = build_so(tmp / f"cudnn-{version}" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % reports)
+    info = f"nvidia_cudnn_cu13-{version}.dist-info"
+    files = {
+        "nvidia/cudnn/lib/libcudnn.so.9": lib.read_bytes(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: nvidia-cudnn-cu13\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    wheel = where / f"nvidia_cudnn_cu13-{version}-py3-none-any.whl"
+    rows = [f"{n},{_record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{info}/RECORD,,"]
+    with zipfile.ZipFile(wheel, "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        z.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def house(tmp_path_factory, wheelhouse):
+    """The test venv's wheels, two cuDNN wheels and a tiny torch: everything an offline run needs."""
+    d = tmp_path_factory.mktemp("house")
+    for w in wheelhouse.glob("*.whl"):
+        shutil.copy(w, d)
+    built = tmp_path_factory.mktemp("built")
+    cudnn_wheel(d, "9.12.0.46", 91200, built)
+    cudnn_wheel(d, "9.28.1.4", 92801, built)
+    tiny_torch(d)
+    return d
+
+
+def _write(harness, house, libs: str, files=("test_allpass.py",), root=SUITES / "verdicts", torch=None):
+    harness.venvs = harness.tmp / "own-venvs"
+    harness.write(list(files), root=root, libs=libs, matrix_extra=f'offline = true\nwheelhouse = ["{house}"]')
+    if torch:
+        harness.matrix.write_text(harness.matrix.read_text().replace("[torch.none]\nskip = true",
+                                                                     f'[torch.none]\nrequirement = "{torch}"'))
+
+
+def _cudnn_by_name(result):
+    (audit,) = result["libraries"]["audits"]
+    return audit["by_name"]["cudnn"]
+
+
+def test_a_pip_set_is_installed_once_outside_the_venv_and_pinned(harness, house):
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]')
+    first = harness.nox("-s", CELL)
+    r = first.result("normal")
+    assert r["verdict"] == "pass", (r["reasons"], first.output[-3000:])
+    assert "installing libs set x (1 wheels)…" in first.output and "--no-index" in first.output
+    (libset,) = [p for p in (harness.venvs / ".libs").glob("x-*") if p.is_dir()]
+    pinned = str(libset / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9")
+    assert r["env"]["LD_PRELOAD"] == pinned and r["env"]["LD_LIBRARY_PATH"] == str(Path(pinned).parent)
+    assert _cudnn_by_name(r)["file"] == pinned and _cudnn_by_name(r)["version"] == 91200
+    assert not list((harness.venvs).glob(f"{'t'}-*/lib/python{PY}/site-packages/nvidia"))  # not in the test venv
+    second = harness.nox("-s", CELL)
+    assert f"reusing libs set x ({libset})" in second.output and "installing libs set" not in second.output
+    assert second.result("normal")["verdict"] == "pass"
+
+
+def test_another_version_is_another_set(harness, house):
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]')
+    harness.nox("-s", CELL)
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.28.1.4"]')
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    assert len(list((harness.venvs / ".libs").glob("x-*.lock"))) == 2  # two fingerprints, two dirs
+    assert _cudnn_by_name(r)["version"] == 92801
+    assert "9.28.1.4" in json.dumps(r["libraries"])  # the shipped version, from the dist-info beside the file
+
+
+def test_offline_without_the_wheel_is_refused_before_anything_is_installed(harness, house):
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.99.0"]')
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode != 0
+    assert f"libs.x.pip[0]: offline, and no wheel for nvidia-cudnn-cu13==9.99.0 in {house}" in run.output
+    assert not (harness.venvs / ".libs").exists()
+
+
+def test_ort_preload_dlls_is_called_at_the_tests_own_import_and_its_libraries_are_required(harness, house):
+    """The CPU wheel's preload_dlls loads nothing (no CUDA build), so the set is never mapped: an honest FAIL."""
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]\nloader = "ort_preload_dlls"',
+           files=("test_imports_ort.py",), root=SUITES / "libsets")
+    r = harness.nox("-s", CELL).result("normal")
+    (audit,) = r["libraries"]["audits"]
+    (libset,) = [p for p in (harness.venvs / ".libs").glob("x-*") if p.is_dir()]
+    assert audit["loader"] == {"loader": "ort_preload_dlls", "directory": str(libset), "called": True,
+                               "onnxruntime_already_imported": False, "mapped": []}
+    assert not r["env"].get("LD_PRELOAD")  # ORT's own mechanism, not ld.so's
+    assert r["verdict"] == "fail"
+    assert any("libcudnn.so.9 was never mapped in the test process" in x for x in r["reasons"]), r["reasons"]
+
+
+def test_torch_first_imports_torch_before_onnxruntime(harness, house):
+    _write(harness, house, 'none = true\nloader = "torch_first"', files=("test_imports_ort.py",),
+           root=SUITES / "libsets", torch="torch==2.99.0")
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    (audit,) = r["libraries"]["audits"]
+    assert audit["loader"] == {"loader": "torch_first", "onnxruntime_already_imported": False, "torch_imported": True}
+
+
+def test_torch_first_without_torch_fails(harness, house):
+    _write(harness, house, 'none = true\nloader = "torch_first"', files=("test_imports_ort.py",), root=SUITES / "libsets")
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "fail"
+    assert any("loader torch_first failed in the test process: ModuleNotFoundError" in x for x in r["reasons"]), r["reasons"]
+
+
