@@ -14,6 +14,7 @@ before the interrupt goes on to stop nox.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
@@ -104,7 +105,9 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
     where = libsets.ensure(matrix, cell.libs, resolved.wheelhouse, log)
     files = libsets.files_in(where)
     if cell.libs.loader == "ort_preload_dlls":
-        return dataclasses.replace(resolved, preload=(), pinned=files, loader_spec=f"ort_preload_dlls:{where}")
+        # preload_dlls(directory=...) looks for the files in that one dir: the one cuDNN's files are in
+        directory = next((os.path.dirname(f) for f in files if "/libcudnn" in f), os.path.dirname(files[0]))
+        return dataclasses.replace(resolved, preload=(), pinned=files, loader_spec=f"ort_preload_dlls:{directory}")
     return dataclasses.replace(resolved, preload=files, pinned=files)
 
 
