@@ -8,11 +8,11 @@ that is missing): a cell that needs a GPU host is not a failure on a laptop.
 """
 from __future__ import annotations
 
-import ctypes
 import glob
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 
 from ort_matrix_probe.audit import file_version
@@ -40,18 +40,32 @@ class Report:
         self.lines.append(line)
 
 
+_ASK = """
+import ctypes, sys
+path, symbol = sys.argv[1], sys.argv[2]
+fn = getattr(ctypes.CDLL(path), symbol)
+if symbol == "cudnnGetVersion":
+    fn.restype = ctypes.c_size_t
+    print(int(fn()))
+else:
+    out = ctypes.c_int(0)
+    print(out.value if fn(ctypes.byref(out)) == 0 else "")
+"""
+
+
 def reported_version(path: str) -> str | None:
-    """What the library says it is (cudnnGetVersion / cudaRuntimeGetVersion), loaded with ctypes."""
+    """What the library says it is (cudnnGetVersion / cudaRuntimeGetVersion), asked in a fresh process.
+
+    In one process a cuDNN 9 shim forwards to whichever sub-libraries were loaded first, so a second
+    set's shim would report the first set's version (seen on the H200: 9.28 reported 91400).
+    """
     symbol = "cudnnGetVersion" if "libcudnn" in os.path.basename(path) else "cudaRuntimeGetVersion"
     try:
-        fn = getattr(ctypes.CDLL(path), symbol)
-    except (OSError, AttributeError):
+        out = subprocess.run([sys.executable, "-c", _ASK, path, symbol], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    if symbol == "cudnnGetVersion":
-        fn.restype = ctypes.c_size_t
-        return str(int(fn()))
-    out = ctypes.c_int(0)
-    return str(out.value) if fn(ctypes.byref(out)) == 0 else None
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value else None
 
 
 def describe_lib(path: str) -> str:
