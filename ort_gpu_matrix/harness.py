@@ -29,7 +29,7 @@ from .junit import JunitError, read
 from .modes import MODES, spec
 from .results import Result
 from .run import RunOutcome, new_workdir, remove_workdir, run_mode
-from .venvs import Venv, ensure_venv
+from .venvs import BuildError, Venv, ensure_venv
 from .verdicts import Dispatch, Evidence, judge
 
 
@@ -104,10 +104,15 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
         return resolved
     where = libsets.ensure(matrix, cell.libs, resolved.wheelhouse, log)
     files = libsets.files_in(where)
+    if not files:
+        raise BuildError(f"libs set {cell.libs.id}: {where} holds no library to pin")
     if cell.libs.loader == "ort_preload_dlls":
-        # preload_dlls(directory=...) looks for the files in that one dir: the one cuDNN's files are in
-        directory = next((os.path.dirname(f) for f in files if "/libcudnn" in f), os.path.dirname(files[0]))
-        return dataclasses.replace(resolved, preload=(), pinned=files, loader_spec=f"ort_preload_dlls:{directory}")
+        # preload_dlls(directory=...) looks for every file in that one dir: the set's cuDNN dir. Only the
+        # files there are pinned; anything else it loads by name from the default paths.
+        cudnn = [f for f in files if os.path.basename(f).startswith("libcudnn.so")]
+        directory = os.path.dirname(cudnn[0] if cudnn else files[0])
+        here = tuple(f for f in files if os.path.dirname(f) == directory)
+        return dataclasses.replace(resolved, preload=(), pinned=here, loader_spec=f"ort_preload_dlls:{directory}")
     return dataclasses.replace(resolved, preload=files, pinned=files)
 
 

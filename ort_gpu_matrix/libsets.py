@@ -54,14 +54,25 @@ def state(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...]) -> str:
     return f"installed ({where})" if (where / FINGERPRINT).is_file() else f"not installed yet ({where})"
 
 
+def _recorded_files(where: Path) -> list[str]:
+    try:
+        files = json.loads((where / FINGERPRINT).read_text()).get("files")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return []
+    return [str(f) for f in files] if isinstance(files, list) else []
+
+
 def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callable[[str], None] = print) -> Path:
     """The set's install dir, installed first if needed; raises BuildError naming the failed step."""
     where = target(matrix, libs, wheelhouse)
     where.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(where) + ".lock"):
         if (where / FINGERPRINT).is_file():
-            log(f"reusing libs set {libs.id} ({where})")
-            return where
+            recorded = _recorded_files(where)
+            if recorded and recorded == list(files_in(where)) and all(os.path.isfile(f) for f in recorded):
+                log(f"reusing libs set {libs.id} ({where})")
+                return where
+            log(f"reinstalling libs set {libs.id}: its files are not the ones it was installed with ({where})")
         shutil.rmtree(where, ignore_errors=True)  # what an unfinished install left
         index = ["--no-index"] if matrix.settings.offline else []
         for w in wheelhouse:
@@ -76,7 +87,9 @@ def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callabl
             shutil.rmtree(where, ignore_errors=True)
             tail = "\n".join(proc.stdout.splitlines()[-15:])
             raise BuildError(f"libs set {libs.id}: `{shlex.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
-        if not files_in(where):
+        wants_cudnn = any(s.lower().replace("_", "-").startswith("nvidia-cudnn") for s in libs.pip)
+        found = files_in(where)
+        if not found or (wants_cudnn and not any(os.path.basename(f).startswith("libcudnn.so") for f in found)):
             shutil.rmtree(where, ignore_errors=True)
             raise BuildError(f"libs set {libs.id}: the wheels {list(libs.pip)} hold no nvidia/*/lib/libcudart.so.* "
                              "or nvidia/cudnn/lib/libcudnn.so.*: name NVIDIA library wheels in pip")

@@ -111,7 +111,21 @@ def run(jobs: Sequence[Job], gpus: Sequence[str], noxfile: Path, child_args: Seq
         _stop(running, waiting)
     finally:
         signal.signal(signal.SIGTERM, saved)
+        _kill_left(running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
     return stopped
+
+
+def _kill_left(running: list[Job]) -> None:
+    """SIGKILL every child still running; each leads its own session, and its pytest dies with it."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    try:
+        for job in running:
+            if job.proc is not None and job.proc.poll() is None:
+                job.proc.kill()
+                job.proc.wait()
+                job.ended, job.returncode, job.interrupted = time.time(), job.proc.returncode, True
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
 
 
 def _stop(running: list[Job], waiting: list[Job]) -> None:

@@ -204,8 +204,14 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
     audits = list(report["audits"]) if report else []
     reasons: list[str] = []
     warnings: list[str] = []
-    pinned = {"cudnn": next((p for p in preload if "/libcudnn" in p), None),
-              "cudart": next((p for p in preload if "/libcudart" in p), None)}
+    pinned = {"cudnn": next((p for p in preload if os.path.basename(p).startswith("libcudnn.so")), None),
+              "cudart": next((p for p in preload if os.path.basename(p).startswith("libcudart.so")), None)}
+    if report is not None:
+        ran = {str(e["process"]) for e in report["tests"].values() if e.get("process")}
+        missing = sorted(ran - {str(a.get("process")) for a in audits})
+        if missing:  # its tests ran with libraries nobody checked: pins, the wheel's source
+            reasons.append(f"no library audit came back from test process(es) {', '.join(missing)}: "
+                           "what served their tests is unknown")
     venv_real = os.path.realpath(venv)
     for a in audits:
         by_name: dict[str, Any] = dict(a.get("by_name", {}))
@@ -217,8 +223,10 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
         mapped = {os.path.realpath(m) for m in a.get("mapped", [])}
         for want in preload:  # ld.so skips a preload it cannot load, says so on stderr, and runs on
             if os.path.realpath(want) not in mapped:
+                how = ("ld.so skipped it" if want in a.get("preload", []) else
+                       f"the libs set's loader ({(a.get('loader') or {}).get('loader', 'preload')}) did not load it")
                 reasons.append(f"the pinned {want} was never mapped in the test process (pid {a.get('pid')}):"
-                               " ld.so skipped it, so nothing was pinned")
+                               f" {how}, so nothing was pinned")
         loaded = a.get("loader") or {}
         if loaded.get("error"):
             reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")

@@ -70,7 +70,8 @@ class Probe:
             self.progress = open(path, "a", buffering=1) if path else None  # closed at unconfigure
             fd = os.environ.pop(DIGEST_FD_ENV, None)  # the tests need not see it
             self.digest_fd = int(fd) if fd else None
-        self.loader, self.unload = apply_loader(os.environ.get(LOADER_ENV))  # before ORT can be imported
+        # applied before the initial conftests (which may import onnxruntime), else now
+        self.loader, self.unload = config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV))
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
@@ -138,10 +139,12 @@ class Probe:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
-            self.config.workeroutput[_AUDIT_KEY] = json.dumps({**audit(), "loader": self.loader})  # type: ignore[attr-defined]
+            worker = str(self.config.workerinput.get("workerid", "worker"))  # type: ignore[attr-defined]
+            self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]
+                {**audit(), "loader": self.loader, "process": worker})
             return
         if not getattr(self.config.option, "numprocesses", None):
-            self.audits.append({**audit(), "loader": self.loader})  # no xdist: this process ran the tests
+            self.audits.append({**audit(), "loader": self.loader, "process": "controller"})  # it ran the tests
         path = os.environ.get(REPORT_ENV)
         if path:
             data = reporting.write(path, self.report(exitstatus))
@@ -174,6 +177,13 @@ class Probe:
 
 
 PROBE = pytest.StashKey[Probe]()
+LOADER = pytest.StashKey[tuple[Any, Any]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """The libs set's loader, before any conftest can import onnxruntime (or torch) first."""
+    early_config.stash[LOADER] = apply_loader(os.environ.get(LOADER_ENV))
 
 
 def pytest_configure(config: pytest.Config) -> None:

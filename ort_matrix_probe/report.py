@@ -34,6 +34,9 @@ def crashed(nodeid: str) -> str:
 def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str) -> None:
     """Fold one phase report (setup, call or teardown) into its test's entry."""
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
+    if report.when in ("setup", "call"):  # the process that ran it: an xdist worker's id, or this one
+        entry["process"] = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+                               or "controller")
     entry["duration_s"] = round(entry["duration_s"] + getattr(report, "duration", 0.0), 4)
     wasxfail = hasattr(report, "wasxfail")
     if getattr(report, "outcome", None) == "rerun":  # pytest-rerunfailures: a failed attempt, tried again

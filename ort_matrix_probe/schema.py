@@ -23,6 +23,7 @@ class TestEntry(TypedDict):
     unattributed: NotRequired[list[str]]  # tiers printed during the test while only CPU sessions ran
     reruns: NotRequired[int]  # failed attempts pytest-rerunfailures ran again
     rerun_messages: NotRequired[list[str]]  # the last few of their messages
+    process: NotRequired[str]  # "controller", or the xdist worker ("gw0") that ran it
 
 
 class CollectionEntry(TypedDict):
@@ -57,6 +58,7 @@ class Audit(TypedDict):
     onnxruntime_file: str | None
     preload: list[str]
     loader: NotRequired[dict[str, Any] | None]  # what the libs set's loader did in this process (loader.py)
+    process: NotRequired[str]  # "controller", or the xdist worker id: matched against the tests it ran
 
 
 class OrtProvenance(TypedDict):

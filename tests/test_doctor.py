@@ -158,8 +158,9 @@ def test_the_audit_fails_a_pin_that_was_never_mapped():
     by_name = {"cudart": {"soname": "libcudart.so.13", "file": "/usr/lib/libcudart.so.13.0.96", "version": 13000},
                "cudnn": {"soname": "libcudnn.so.9", "file": "/opt/x/libcudnn.so.9", "version": 91400}}
     audit = {"pid": 7, "mapped": ["/usr/lib/libcudart.so.13.0.96"], "cudnn_copies": [], "by_name": by_name,
-             "onnxruntime_file": None, "preload": []}
-    report = {"audits": [audit]}
+             "onnxruntime_file": None, "preload": ["/usr/lib/libcudart.so.13.0.96", "/opt/x/libcudnn.so.9"],
+             "process": "controller"}
+    report = {"audits": [audit], "tests": {"t.py::a": {"process": "controller"}}}
     _, reasons, _ = library_audit(report, ("/usr/lib/libcudart.so.13.0.96", "/opt/x/libcudnn.so.9"), "/venv")
     assert reasons == ["the pinned /opt/x/libcudnn.so.9 was never mapped in the test process (pid 7): "
                        "ld.so skipped it, so nothing was pinned"]

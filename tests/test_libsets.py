@@ -120,3 +120,31 @@ def test_torch_first_without_torch_fails(harness, house):
     assert any("loader torch_first failed in the test process: ModuleNotFoundError" in x for x in r["reasons"]), r["reasons"]
 
 
+
+
+def test_a_loader_acts_before_a_conftest_that_imports_onnxruntime(harness, house):
+    _write(harness, house, 'none = true\nloader = "torch_first"', files=("test_after_conftest.py",),
+           root=SUITES / "libsets_conftest", torch="torch==2.99.0")
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "pass", r["reasons"]
+    (audit,) = r["libraries"]["audits"]
+    assert audit["loader"]["onnxruntime_already_imported"] is False and audit["loader"]["torch_imported"] is True
+
+
+def test_a_libs_set_whose_files_are_gone_is_reinstalled_not_trusted(harness, house):
+    _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]')
+    harness.nox("-s", CELL)
+    (libset,) = [p for p in (harness.venvs / ".libs").glob("x-*") if p.is_dir()]
+    (libset / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").unlink()
+    run = harness.nox("-s", CELL)
+    assert "reinstalling libs set x: its files are not the ones it was installed with" in run.output, run.output[-2000:]
+    r = run.result("normal")
+    assert r["verdict"] == "pass" and _cudnn_by_name(r)["version"] == 91200, r["reasons"]
+
+
+def test_a_run_whose_test_process_sent_no_audit_fails(harness):
+    """An xdist worker that ends before pytest's session end sends no audit: nothing about the libraries is known."""
+    harness.write(["test_vanish_at_teardown.py"], root=SUITES / "vanish", suite_extra='pytest_args = ["-n", "1"]')
+    r = harness.nox("-s", CELL).result("normal")
+    assert r["verdict"] == "fail"
+    assert "no library audit came back from test process(es) gw0: what served their tests is unknown" in r["reasons"]
