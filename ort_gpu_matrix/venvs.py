@@ -293,6 +293,9 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
         with lock.write_lock():  # waits until no run uses the venv
             why = _stale_because(target, fp, cell.python)
             if why is not None:
+                if built and "changed:" in why:  # another run rebuilt it for its own fingerprint meanwhile
+                    raise BuildError(f"venv {target} was rebuilt meanwhile by another run with a different "
+                                     f"fingerprint ({why.split('(', 1)[-1].rstrip(')')}): run the two one after another")
                 if built:  # never a loop: what the fresh build left is what the installer gives
                     raise BuildError(f"venv {target} is unusable right after a fresh build ({why.split(': ', 1)[-1]});"
                                      " the installer's cache may hold a damaged copy: clear it (uv cache clean,"

@@ -198,3 +198,11 @@ def test_verdicts_follow_nox_colour_settings_and_every_session_ends_with_one(har
     assert ("\x1b[32mPASS\x1b[0m" in last_lines[-1]) is coloured, last_lines
     assert last_lines[-1].replace("\x1b[32m", "").replace("\x1b[0m", "") == f"verdict PASS: {CELL}, 1 mode(s)"
     assert "(uv, 4 packages)…" in run.output or "reusing venv" in run.output
+
+
+def test_doctor_does_not_fail_for_a_variable_this_shell_lacks(harness, pip_libs):
+    """root = "${ORT_SRC}/..." unset here is this host's problem, not the matrix's."""
+    _doctor_matrix(harness, pip_libs, root="${MATRIX_TEST_DOCTOR_UNSET}/suite")
+    run = harness.nox("-s", "doctor")
+    assert run.proc.returncode == 0, run.output
+    assert "uses ${MATRIX_TEST_DOCTOR_UNSET}, which is not set" in run.output
