@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import IO, Any, Generator
 
 import pytest
@@ -71,7 +72,9 @@ class Probe:
             fd = os.environ.pop(DIGEST_FD_ENV, None)  # the tests need not see it
             self.digest_fd = int(fd) if fd else None
         # applied before the initial conftests (which may import onnxruntime), else now
-        self.loader, self.unload = config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV))
+        loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
+            config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
+        self.loader, self.unload = loaded
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
@@ -177,7 +180,7 @@ class Probe:
 
 
 PROBE = pytest.StashKey[Probe]()
-LOADER = pytest.StashKey[tuple[Any, Any]]()
+LOADER = pytest.StashKey[tuple[Any, Any]]()  # (the loader's record, its undo): built at run time on the test venv's Python
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -183,6 +183,22 @@ ROWS = [
     ("offline without a pip set's wheel", lambda b, tmp: b.replace('[matrix]\n', '[matrix]\noffline = true\nwheelhouse = ["' + str(tmp) + '/emptyhouse"]\n').replace('requirement = "onnxruntime==1.32.0"', 'wheel = "' + str(tmp) + '/emptyhouse/onnxruntime-1.32.0-py3-none-any.whl"').replace('none = true', 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]'),
      [('ort.cpu.wheel', '{tmp}/emptyhouse/onnxruntime-1.32.0-py3-none-any.whl does not exist', 'point wheel at a downloaded .whl, or use requirement'),
       ('libs.x.pip[0]', 'offline, and no wheel for nvidia-cudnn-cu13==9.12.0.46 in {tmp}/emptyhouse', 'pip download nvidia-cudnn-cu13==9.12.0.46 -d {tmp}/emptyhouse on a machine with network')]),
+    ('matrix tools not a list', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\ntools = "pytest"\n'),
+     [('matrix.tools', "must be a list of strings, found 'pytest'", 'write tools = ["..."]')]),
+    ('matrix runner empty', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nrunner = []\n'),
+     [('matrix.runner', 'is empty', 'write runner = "label", or remove it')]),
+    ('suite requirements a string', lambda b, tmp: b + 'requirements = "parameterized"\n',
+     [('suite.s.requirements', "must be a list of strings, found 'parameterized'", 'write requirements = ["..."]')]),
+    ('suite plugins numbers', lambda b, tmp: b + 'plugins = [1]\n',
+     [('suite.s.plugins', 'holds the TOML number 1, not a string', 'quote every item: plugins = ["1"]')]),
+    ('exclude unknown key', lambda b, tmp: b.replace('[pairing]\n', '[pairing]\nexclude = [{ lib = "x" }]\n'),
+     [('pairing.exclude[0].lib', 'unknown key (did you mean `libs`?)', 'rename lib to libs')]),
+    ('torch requirement with index_url a number', lambda b, tmp: b.replace('skip = true', 'requirement = "torch==2.11.0"\nindex_url = 1'),
+     [('torch.none.index_url', 'is the TOML number 1, not a string', 'quote it: index_url = "1"')]),
+    ('expect require_kernel a list', lambda b, tmp: b + '[suite.s.expect.normal]\nrequire_kernel = ["CUDNN_FLASH_ATTENTION"]\n',
+     [('suite.s.expect.normal.require_kernel', "must be a string, found ['CUDNN_FLASH_ATTENTION']", 'write require_kernel = "..."')]),
+    ('expect forbid_kernels a string', lambda b, tmp: b + '[suite.s.expect.require_cudnn]\nforbid_kernels = "MATH"\n',
+     [('suite.s.expect.require_cudnn.forbid_kernels', "must be a list of strings, found 'MATH'", 'write forbid_kernels = ["..."]')]),
 ]
 
 # every way reading the file can fail: (name, write the file at path, key, problem, fix)
