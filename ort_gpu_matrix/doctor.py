@@ -14,12 +14,15 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import ort_matrix_probe
 from ort_matrix_probe.audit import file_version
 
 from . import libsets
 from .cells import cells_of
 from .config.model import Matrix
+from .elf import kind
 from .errors import MatrixError, Problem
 from .host import Resolved, check, find_interpreter, pinned_files
 from .venvs import state
@@ -42,28 +45,15 @@ class Report:
         self.lines.append(line)
 
 
-_ASK = """
-import ctypes, sys
-path, symbol = sys.argv[1], sys.argv[2]
-fn = getattr(ctypes.CDLL(path), symbol)
-if symbol == "cudnnGetVersion":
-    fn.restype = ctypes.c_size_t
-    print(int(fn()))
-else:
-    out = ctypes.c_int(0)
-    print(out.value if fn(ctypes.byref(out)) == 0 else "")
-"""
-
-
 def reported_version(path: str) -> str | None:
-    """What the library says it is (cudnnGetVersion / cudaRuntimeGetVersion), asked in a fresh process.
-
-    In one process a cuDNN 9 shim forwards to whichever sub-libraries were loaded first, so a second
-    set's shim would report the first set's version (seen on the H200: 9.28 reported 91400).
-    """
-    symbol = "cudnnGetVersion" if "libcudnn" in os.path.basename(path) else "cudaRuntimeGetVersion"
+    """The probe's reported_version, asked in a fresh process: in one process a cuDNN 9 shim answers
+    from the sub-libraries loaded first, so a second set would report the first set's version (seen on
+    the H200: 9.28 reported 91400)."""
+    probe_root = str(Path(ort_matrix_probe.__file__).parent.parent)
+    ask = (f"import sys; sys.path.insert(0, {probe_root!r}); "
+           "from ort_matrix_probe.audit import reported_version as v; print(v(sys.argv[1]) or '')")
     try:
-        out = subprocess.run([sys.executable, "-c", _ASK, path, symbol], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", ask, path], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     value = out.stdout.strip()
@@ -151,7 +141,7 @@ def run(matrix: Matrix) -> Report:
             where = libsets.target(matrix, libs, wheelhouse)
             for f in libsets.files_in(where) if (where / libsets.FINGERPRINT).is_file() else ():
                 rep.add(f"    {describe_lib(f)}")
-                if "libcudnn" in f:
+                if kind(f) == "cudnn":
                     pinned_versions[libs_id] = file_version(f)
             continue
         if user is None:
@@ -164,7 +154,7 @@ def run(matrix: Matrix) -> Report:
         rep.add(f"  {libs_id}:")
         for f in files:
             rep.add(f"    {describe_lib(f)}")
-            if "libcudnn" in f:
+            if kind(f) == "cudnn":
                 pinned_versions[libs_id] = file_version(f)
     rep.add()
     found = gpus()

@@ -23,8 +23,10 @@ from filelock import FileLock, Timeout
 from . import libsets, results
 from .cells import Cell
 from .config.model import Matrix
+from .elf import kind
+from .errors import MatrixError
 from .fsutil import mark_cache_dir
-from .host import Resolved
+from .host import Resolved, pinned_files
 from .junit import JunitError, read
 from .modes import MODES, spec
 from .results import Result
@@ -109,7 +111,7 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
     if cell.libs.loader == "ort_preload_dlls":
         # preload_dlls(directory=...) looks for every file in that one dir: the set's cuDNN dir. Only the
         # files there are pinned; anything else it loads by name from the default paths.
-        cudnn = [f for f in files if os.path.basename(f).startswith("libcudnn.so")]
+        cudnn = [f for f in files if kind(f) == "cudnn"]
         directory = os.path.dirname(cudnn[0] if cudnn else files[0])
         here = tuple(f for f in files if os.path.dirname(f) == directory)
         return dataclasses.replace(resolved, preload=(), pinned=here, loader_spec=f"ort_preload_dlls:{directory}")
@@ -122,6 +124,9 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
     ws = matrix.workspace
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
+    problems = pinned_files(matrix, cell)[1]  # the sonames too, which `nox -l` leaves to this moment
+    if problems:
+        raise MatrixError(problems)
     resolved = with_libset(matrix, cell, resolved, log)
     with ensure_venv(matrix, cell, resolved, log) as venv:
         return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo)

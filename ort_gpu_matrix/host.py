@@ -25,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from .cells import Cell
 from .config.model import Matrix
-from .elf import fits
+from .elf import fits, header_problem
 from .errors import MatrixError, Problem
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -153,7 +153,15 @@ def find_interpreter(version: str) -> str | None:
     return None
 
 
-def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
+def _shape(name: str, real: str, deep: bool) -> str | None:
+    """Why `real` cannot be pinned as `name`: its header always; its soname too when `deep` (run time, doctor)."""
+    if deep:
+        return fits(name, Path(real))
+    problem = header_problem(Path(real))
+    return f"{real} {problem}" if problem else None
+
+
+def _libs(c: _Checker, cell: Cell, deep: bool = False) -> tuple[str, ...]:
     libs = cell.libs
     key = f"libs.{libs.id}"
     if libs.none or libs.pip:
@@ -167,7 +175,7 @@ def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
                 if p is not None:
                     hits += sorted(glob.glob(str(p / pattern)))
             if hits:
-                why = fits(name, Path(os.path.realpath(hits[0])))
+                why = _shape(name, os.path.realpath(hits[0]), deep)
                 if why:
                     c.bad(f"{key}.search", f"{hits[0]} was found, but {why}",
                           f"put the real lib{name} first in search, or pin {name} = \"/path/{pattern}\"")
@@ -187,7 +195,7 @@ def _libs(c: _Checker, cell: Cell) -> tuple[str, ...]:
             c.bad(f"{key}.{name}", f"{p} does not exist on this host",
                   f"point {name} at the real file (try: ldconfig -p | grep lib{name}), or use none = true")
             continue
-        why = fits(name, Path(os.path.realpath(p)))
+        why = _shape(name, os.path.realpath(p), deep)
         if why:
             c.bad(f"{key}.{name}", f"{why}: ld.so would skip it and pin nothing",
                   f"point {name} at the real lib{name}.so.<N> (try: ldconfig -p | grep lib{name})")
@@ -214,9 +222,12 @@ def _in_wheelhouse(requirement: str, dirs: list[str]) -> bool:
 
 
 def pinned_files(matrix: Matrix, cell: Cell) -> tuple[tuple[str, ...], list[Problem]]:
-    """The files the cell's libs set pins on this host, and what is wrong with them (for the doctor)."""
+    """The files the cell's libs set pins on this host, and everything wrong with them, soname included.
+
+    `check` (run for every cell by `nox -l`) reads only their ELF headers; this is the full check, made
+    by the doctor and just before a cell builds anything."""
     c = _Checker(matrix)
-    files = _libs(c, cell)
+    files = _libs(c, cell, deep=True)
     return files, c.problems
 
 

@@ -23,8 +23,9 @@ from typing import Any
 from filelock import FileLock
 
 from .config.model import Libs, Matrix
+from .elf import kind
 from .fsutil import write_json
-from .venvs import BuildError, find_uv
+from .venvs import BuildError, find_uv, index_args
 
 FINGERPRINT = "ort-matrix-libset.json"
 PATTERNS = (("cudart", "nvidia/*/lib/libcudart.so.[0-9]*"), ("cudnn", "nvidia/cudnn/lib/libcudnn.so.[0-9]*"))
@@ -74,13 +75,10 @@ def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callabl
                 return where
             log(f"reinstalling libs set {libs.id}: its files are not the ones it was installed with ({where})")
         shutil.rmtree(where, ignore_errors=True)  # what an unfinished install left
-        index = ["--no-index"] if matrix.settings.offline else []
-        for w in wheelhouse:
-            index += ["--find-links", w]
         uv = find_uv()
         cmd = ([uv, "pip", "install", "--link-mode=copy", "--python", sys.executable] if uv else
                [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-        cmd += ["--no-deps", "--target", str(where), *index, *libs.pip]
+        cmd += ["--no-deps", "--target", str(where), *index_args(matrix, wheelhouse), *libs.pip]
         log(f"installing libs set {libs.id} ({len(libs.pip)} wheels)… $ {shlex.join(cmd)}")
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
@@ -89,7 +87,7 @@ def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callabl
             raise BuildError(f"libs set {libs.id}: `{shlex.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
         wants_cudnn = any(s.lower().replace("_", "-").startswith("nvidia-cudnn") for s in libs.pip)
         found = files_in(where)
-        if not found or (wants_cudnn and not any(os.path.basename(f).startswith("libcudnn.so") for f in found)):
+        if not found or (wants_cudnn and not any(kind(f) == "cudnn" for f in found)):
             shutil.rmtree(where, ignore_errors=True)
             raise BuildError(f"libs set {libs.id}: the wheels {list(libs.pip)} hold no nvidia/*/lib/libcudart.so.* "
                              "or nvidia/cudnn/lib/libcudnn.so.*: name NVIDIA library wheels in pip")

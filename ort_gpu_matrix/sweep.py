@@ -113,7 +113,8 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         try:
             results += run_cell(matrix, cell, resolved, modes, posargs, earlier, log, echo)
         except (BuildError, StoreError, MatrixError) as exc:
-            errors[cell.name] = str(exc).splitlines()[0]
+            errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
+                                 if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
             log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
     interrupted = None
     if runnable:

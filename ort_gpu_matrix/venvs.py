@@ -146,9 +146,10 @@ def _run(cmd: list[str], log: Callable[[str], None]) -> None:
         raise BuildError(f"`{shlex.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
 
 
-def _index_args(matrix: Matrix, r: Resolved) -> list[str]:
+def index_args(matrix: Matrix, wheelhouse: tuple[str, ...]) -> list[str]:
+    """Where installs may look: the wheelhouse dirs, and no index at all when offline (venvs and libs sets)."""
     args = ["--no-index"] if matrix.settings.offline else []
-    for w in r.wheelhouse:
+    for w in wheelhouse:
         args += ["--find-links", w]
     return args
 
@@ -175,7 +176,7 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
         site = site_packages(where, cell.python)
         site.mkdir(parents=True, exist_ok=True)
         (site / TORCH_PTH).write_text(r.torch_site + "\n")
-    index = _index_args(matrix, r)
+    index = index_args(matrix, r.wheelhouse)
     t = cell.torch
     if t.requirement:
         extra = ["--index-url", t.index_url] if t.index_url and not matrix.settings.offline else []

@@ -18,6 +18,7 @@ from typing import Any
 from ort_matrix_probe.schema import Audit, ProbeReport
 
 from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
+from .elf import kind
 from .junit import JunitCounts
 from .kernels import CUDNN
 
@@ -204,8 +205,7 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
     audits = list(report["audits"]) if report else []
     reasons: list[str] = []
     warnings: list[str] = []
-    pinned = {"cudnn": next((p for p in preload if os.path.basename(p).startswith("libcudnn.so")), None),
-              "cudart": next((p for p in preload if os.path.basename(p).startswith("libcudart.so")), None)}
+    pinned = {name: next((p for p in preload if kind(p) == name), None) for name in ("cudnn", "cudart")}
     if report is not None:
         ran = {str(e["process"]) for e in report["tests"].values() if e.get("process")}
         missing = sorted(ran - {str(a.get("process")) for a in audits})

@@ -76,15 +76,25 @@ def file_version(path: str) -> str | None:
     return None
 
 
-def _cudnn_copy(path: str) -> CudnnCopy:
-    reports = None
+def reported_version(path: str) -> int | None:
+    """What the library at `path` says it is: cudnnGetVersion, or cudaRuntimeGetVersion for a runtime.
+
+    A cuDNN 9 shim answers from whichever sub-libraries this process loaded first, so a caller that
+    reads several copies asks each in a process of its own (the doctor does)."""
     try:
-        fn = ctypes.CDLL(path).cudnnGetVersion
-        fn.restype = ctypes.c_size_t
-        reports = int(fn())  # a cuDNN 9 shim forwards to whichever sub-libraries are loaded
+        lib = ctypes.CDLL(path)
+        if os.path.basename(path).startswith("libcudnn"):
+            fn = lib.cudnnGetVersion
+            fn.restype = ctypes.c_size_t
+            return int(fn())
+        out = ctypes.c_int(0)
+        return int(out.value) if lib.cudaRuntimeGetVersion(ctypes.byref(out)) == 0 else None
     except (OSError, AttributeError):
-        pass
-    return {"file": path, "file_version": file_version(path), "reports": reports}
+        return None
+
+
+def _cudnn_copy(path: str) -> CudnnCopy:
+    return {"file": path, "file_version": file_version(path), "reports": reported_version(path)}
 
 
 def audit() -> Audit:

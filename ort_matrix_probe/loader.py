@@ -9,45 +9,28 @@ What happened is recorded for the report.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .audit import mapped_files
+from .onimport import AfterImport
 
 LOADER_ENV = "ORT_MATRIX_LOADER"
 PRELOAD = "ort_preload_dlls:"
 
 
-class _PreloadOnImport(importlib.abc.MetaPathFinder):
-    def __init__(self, directory: str, record: dict[str, Any]) -> None:
-        self.directory, self.record = directory, record
-
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if name != "onnxruntime":
-            return None
-        sys.meta_path.remove(self)  # once: later imports are the cached module
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        loader: Any = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_preload(module: ModuleType) -> None:
-            exec_module(module)
-            try:
-                module.preload_dlls(cuda=True, cudnn=True, msvc=False, directory=self.directory)
-                self.record["called"] = True
-                # what it really did: the set's files now mapped (a CPU build's preload_dlls maps nothing)
-                self.record["mapped"] = [p for p in mapped_files() if p.startswith(self.directory + "/")]
-            except Exception as exc:  # recorded; the verdict weighs what got mapped
-                self.record["error"] = f"{type(exc).__name__}: {exc}"
-
-        loader.exec_module = exec_and_preload
-        return spec
+def _preload_in(directory: str, record: dict[str, Any]) -> Callable[[ModuleType], None]:
+    def preload(module: ModuleType) -> None:
+        try:
+            module.preload_dlls(cuda=True, cudnn=True, msvc=False, directory=directory)
+            record["called"] = True
+            # what it really did: the set's files now mapped (a CPU build's preload_dlls maps nothing)
+            record["mapped"] = [p for p in mapped_files() if p.startswith(directory + "/")]
+        except Exception as exc:  # recorded; the verdict weighs what got mapped
+            record["error"] = f"{type(exc).__name__}: {exc}"
+    return preload
 
 
 def apply(spec: str | None) -> tuple[dict[str, Any] | None, Callable[[], None]]:
@@ -69,12 +52,6 @@ def apply(spec: str | None) -> tuple[dict[str, Any] | None, Callable[[], None]]:
         directory = spec[len(PRELOAD):]
         record = {"loader": "ort_preload_dlls", "directory": directory, "called": False,
                   "onnxruntime_already_imported": "onnxruntime" in sys.modules}
-        finder = _PreloadOnImport(directory, record)
-        sys.meta_path.insert(0, finder)
-
-        def disarm() -> None:
-            if finder in sys.meta_path:
-                sys.meta_path.remove(finder)
-
-        return record, disarm
+        finder = AfterImport("onnxruntime", _preload_in(directory, record), once=True).arm()
+        return record, finder.disarm
     return {"loader": spec, "error": "unknown loader"}, lambda: None

@@ -8,16 +8,15 @@ and patches it as it finishes loading.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from .fdtap import Fd1Tap
 from .inject import ASKED_CUDA, wrap_providers
+from .onimport import AfterImport
 
 TARGET = "onnxruntime.capi.onnxruntime_inference_collection"
 _MARK = "_ort_matrix_probe"
@@ -72,32 +71,6 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
     return restore
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    def __init__(self, patch: Patch) -> None:
-        self.patch = patch
-        self.restore: Callable[[], None] = lambda: None
-
-    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        loader: Any = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module: ModuleType) -> None:
-            exec_module(module)
-            self.restore = patch_module(module, self.patch)
-
-        loader.exec_module = exec_and_patch
-        return spec
-
-
 def arm(patch: Patch) -> Callable[[], None]:
     """Patch ORT now if the tests already imported it, else when they do. Returns the disarm,
     which stops waiting and puts ORT's own methods back, so a later session in the same
@@ -105,12 +78,12 @@ def arm(patch: Patch) -> Callable[[], None]:
     module = sys.modules.get(TARGET)
     if module is not None:
         return patch_module(module, patch)
-    finder = _PatchOnImport(patch)
-    sys.meta_path.insert(0, finder)
+    restore: list[Callable[[], None]] = []
+    finder = AfterImport(TARGET, lambda m: restore.append(patch_module(m, patch)), once=False).arm()
 
     def disarm() -> None:
-        if finder in sys.meta_path:
-            sys.meta_path.remove(finder)
-        finder.restore()
+        finder.disarm()
+        for undo in restore:
+            undo()
 
     return disarm

@@ -2,12 +2,11 @@
 import json
 import os
 import shutil
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import CELL, FAKE_CUDNN, PY, SUITES, build_so
-from test_index import _record_hash, tiny_torch
+from test_index import _write_wheel, tiny_torch
 
 
 def cudnn_wheel(where: Path, version: str, reports: int, tmp: Path) -> Path:
@@ -20,11 +19,7 @@ def cudnn_wheel(where: Path, version: str, reports: int, tmp: Path) -> Path:
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     wheel = where / f"nvidia_cudnn_cu13-{version}-py3-none-any.whl"
-    rows = [f"{n},{_record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{info}/RECORD,,"]
-    with zipfile.ZipFile(wheel, "w") as z:
-        for n, d in files.items():
-            z.writestr(n, d)
-        z.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    _write_wheel(wheel, files, info)
     return wheel
 
 
