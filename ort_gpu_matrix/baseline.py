@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from . import typecheck
 from .fsutil import write_atomic
 from .results import Result
 
 BASELINE_VERSION = 1
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
 class BaselineError(Exception):
@@ -35,9 +39,45 @@ class TestLine:
 
     @classmethod
     def decode(cls, text: str) -> TestLine:
-        outcome, *rest = text.split()
-        reruns = next((int(t.split("=", 1)[1]) for t in rest if t.startswith("reruns=")), 0)
-        return cls(outcome, tuple(t for t in rest if not t.startswith("reruns=")), reruns)
+        """`passed CUDNN_FLASH_ATTENTION reruns=1`; anything else is refused with what was wrong."""
+        outcome, *rest = text.split() or [""]
+        if outcome not in OUTCOMES:
+            raise ValueError(f"{outcome!r} is not an outcome ({', '.join(OUTCOMES)})")
+        reruns = [t.split("=", 1)[1] for t in rest if t.startswith("reruns=")]
+        if len(reruns) > 1 or (reruns and not reruns[0].isdigit()):
+            raise ValueError(f"{text!r}: reruns= must be given once, as a whole number")
+        tiers = tuple(t for t in rest if not t.startswith("reruns="))
+        if not all(re.fullmatch(r"[A-Z][A-Z0-9_]*", t) for t in tiers):
+            raise ValueError(f"{text!r}: tiers are written as SdpaKernel names (CUDNN_FLASH_ATTENTION, MATH)")
+        return cls(outcome, tiers, int(reruns[0]) if reruns else 0)
+
+
+@dataclass(frozen=True)
+class _LibraryJSON:
+    """The library summary as stored: checked on load, so a comparison never meets a list where a dict was."""
+
+    pinned: dict[str, str] = field(default_factory=dict)
+    cudnn_copies: list[str] = field(default_factory=list)
+    cudnn_by_name: list[str] = field(default_factory=list)
+    cudart_by_name: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _ModeJSON:
+    verdict: Literal["pass", "fail"]
+    counts: dict[str, int]
+    tests: dict[str, str]
+    teeth: dict[str, list[str]] | None = None
+    library: _LibraryJSON | None = None
+    provenance: dict[str, str | float | None] | None = None
+
+
+@dataclass(frozen=True)
+class _BaselineJSON:
+    baseline_version: int
+    cells: dict[str, dict[str, _ModeJSON]]
+    name: str = ""
+    created: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,7 +107,7 @@ class ModeRecord:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
         return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
-                   d.get("library", {}), d.get("provenance", {}))
+                   d.get("library") or {}, d.get("provenance") or {})
 
 
 def library_summary(r: Result) -> dict[str, Any]:
@@ -132,11 +172,34 @@ class Baseline:
             version = data.get("baseline_version") if isinstance(data, dict) else None
             raise BaselineError(f"{path}: baseline_version {version!r} is not one this ort-gpu-matrix reads "
                                 f"({BASELINE_VERSION}); re-save it from the results it was made from")
-        try:
-            cells = {c: {m: ModeRecord.from_dict(rec) for m, rec in modes.items()} for c, modes in data["cells"].items()}
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise BaselineError(f"{path}: is not a well-formed baseline ({type(exc).__name__}: {exc})") from None
+        wrong = typecheck.problems(_BaselineJSON, data)
+        for cell, modes in data["cells"].items() if not wrong else ():
+            for mode, rec in modes.items():
+                for test, line in rec["tests"].items():
+                    try:
+                        TestLine.decode(line)
+                    except ValueError as exc:
+                        wrong.append(f"cells.{cell}.{mode}.tests.{test}: {exc}")
+                wrong += [f"cells.{cell}.{mode}.teeth: needs the lists bitten and toothless"
+                          for teeth in [rec.get("teeth")] if teeth is not None and set(teeth) != {"bitten", "toothless"}]
+        if wrong:
+            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+            raise BaselineError(f"{path}: is not a well-formed baseline: {'; '.join(wrong[:3])}{more}; "
+                                "re-save it with `nox -s sweep -- --save-baseline NAME`")
+        cells = {c: {m: ModeRecord.from_dict(rec) for m, rec in modes.items()} for c, modes in data["cells"].items()}
         return cls(cells, str(data.get("name", "")), str(data.get("created", "")))
+
+    def merged_over(self, earlier: Baseline) -> tuple[Baseline, list[str]]:
+        """This sweep's records over an earlier baseline's: what this sweep did not run is kept, and named."""
+        cells = {c: dict(modes) for c, modes in earlier.cells.items()}
+        kept = sorted(f"{c} {m}" for c, modes in earlier.cells.items() for m in modes
+                      if m not in self.cells.get(c, {}))
+        for c, modes in self.cells.items():
+            cells.setdefault(c, {}).update(modes)
+        return Baseline(cells, self.name, self.created), kept
+
+    def modes(self) -> set[tuple[str, str]]:
+        return {(c, m) for c, modes in self.cells.items() for m in modes}
 
 
 def baselines_dir(matrix_file: Path) -> Path:
@@ -146,8 +209,21 @@ def baselines_dir(matrix_file: Path) -> Path:
 
 
 def resolve_baseline(name_or_file: str, matrix_file: Path) -> Path:
-    """A path as given if it names a file, else baselines/<name>.json."""
+    """For --baseline (read only): a path as given if it names a .json file, else baselines/<name>.json."""
     p = Path(name_or_file)
     if p.suffix == ".json" or os.sep in name_or_file:
         return p.resolve()
-    return baselines_dir(matrix_file) / f"{name_or_file}.json"
+    return baselines_dir(matrix_file) / f"{check_name(name_or_file, '--baseline')}.json"
+
+
+def check_name(name: str, option: str = "--save-baseline") -> str:
+    """A baseline name is a name: it becomes baselines/NAME.json and can point nowhere else."""
+    if not NAME.fullmatch(name) or ".." in name:
+        raise BaselineError(f"{option} {name!r}: a baseline name is letters, digits, '.', '_', '+' and '-', starting "
+                            "with a letter or digit (no '/', no '..', not empty); it is saved as baselines/NAME.json")
+    return name
+
+
+def save_path(name: str, matrix_file: Path) -> Path:
+    """Where --save-baseline NAME writes: baselines/NAME.json, and nowhere else."""
+    return baselines_dir(matrix_file) / f"{check_name(name)}.json"

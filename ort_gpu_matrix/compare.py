@@ -11,9 +11,20 @@ Regression kinds (each fails the sweep):
     library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
     flaky     a test that was stable in the baseline needed a rerun to pass
 
+A test that is new in the sweep and fails counts as a `test` regression too (new -> failed): under
+`--gate regressions` a mode that was failing already must not hide a failure it did not have.
+
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
-failure fixed, or a new passing test), a toothless test now bitten. Cells or modes on one side only
-are listed as added or removed.
+failure fixed, or a new passing test), a toothless test now bitten. A teeth run with nothing to
+cover is never an improvement.
+
+A baseline mode the sweep has no result for is one of:
+    removed       its cell is no longer in the matrix
+    not selected  --select left it out (listed, never failing)
+    missing       the cell is in the matrix and was chosen, but did not run here (not runnable on this
+                  host, a build that failed, an interrupted sweep): the gate fails on it unless
+                  --allow-missing says it may
+Cells or modes only the sweep has are listed as added.
 """
 from __future__ import annotations
 
@@ -39,10 +50,11 @@ class Change:
 
     def line(self) -> str:
         where = " ".join(x for x in (self.cell, self.mode, self.test) if x)
-        return f"{self.kind}: {where}: {_show(self.before)} -> {_show(self.after)}"
+        return f"{self.kind}: {where}: {show(self.before)} -> {show(self.after)}"
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A before or after value as people read it: tier lists as `MATH, CUDNN_FLASH_ATTENTION`."""
     if value is None:
         return "(none)"
     if isinstance(value, (list, tuple)):
@@ -57,10 +69,13 @@ class Comparison:
     added: list[Change] = field(default_factory=list)
     removed: list[Change] = field(default_factory=list)
     flaky: list[Change] = field(default_factory=list)  # every test that needed a rerun now, regression or not
+    missing: list[Change] = field(default_factory=list)  # chosen, in the matrix, but not run: `after` says why
+    not_selected: list[Change] = field(default_factory=list)
+
+    KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected")
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {k: [c.to_dict() for c in getattr(self, k)]
-                for k in ("regressions", "improvements", "added", "removed", "flaky")}
+        return {k: [c.to_dict() for c in getattr(self, k)] for k in self.KEYS}
 
 
 def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
@@ -74,6 +89,8 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) 
                 cmp.regressions.append(change)
         if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
             cmp.regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
+        elif bt is None and at is not None and at.outcome in ("failed", "error"):
+            cmp.regressions.append(Change("test", cell, mode, test, "new", at.outcome))
         elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
             cmp.improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
         if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
@@ -85,7 +102,7 @@ def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) 
         return
     for test in sorted(set(b.teeth["bitten"]) & set(a.teeth["toothless"])):
         cmp.regressions.append(Change("teeth", cell, mode, test, "bitten", "toothless"))
-    for test in sorted(set(b.teeth["toothless"]) & set(a.teeth["bitten"])):
+    for test in sorted(set(b.teeth["toothless"]) & set(a.teeth["bitten"])):  # nothing bitten: nothing listed
         cmp.improvements.append(Change("teeth", cell, mode, test, "toothless", "bitten"))
 
 
@@ -99,14 +116,35 @@ def _library(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord
                                       a.library.get("cudnn_copies")))
 
 
-def compare(before: Baseline, after: Baseline) -> Comparison:
+@dataclass(frozen=True)
+class Scope:
+    """What the sweep was asked to run, so a baseline mode without a result is told apart: removed from the
+    matrix, left out by --select, or chosen but not run (and why)."""
+
+    in_matrix: frozenset[str] = frozenset()  # every cell name of the matrix
+    chosen: frozenset[tuple[str, str]] = frozenset()  # (cell, mode) the sweep was asked to run
+    not_run: dict[str, str] = field(default_factory=dict)  # cell -> why it did not run (host, build, interrupt)
+
+
+def _absent(cmp: Comparison, cell: str, mode: str, b: ModeRecord, scope: Scope | None) -> None:
+    if scope is None or cell not in scope.in_matrix:
+        cmp.removed.append(Change("cell", cell, mode, None, b.verdict, None))
+    elif (cell, mode) not in scope.chosen:
+        cmp.not_selected.append(Change("not selected", cell, mode, None, b.verdict, "not selected"))
+    else:
+        why = scope.not_run.get(cell, "no result came back")
+        cmp.missing.append(Change("missing", cell, mode, None, b.verdict, f"did not run: {why}"))
+
+
+def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Comparison:
     cmp = Comparison()
     for cell in sorted(set(before.cells) | set(after.cells)):
         b_modes, a_modes = before.cells.get(cell, {}), after.cells.get(cell, {})
         for mode in sorted(set(b_modes) | set(a_modes)):
             b, a = b_modes.get(mode), a_modes.get(mode)
             if a is None:
-                cmp.removed.append(Change("cell", cell, mode, None, b.verdict if b else None, None))
+                assert b is not None
+                _absent(cmp, cell, mode, b, scope)
                 continue
             if b is None:
                 cmp.added.append(Change("cell", cell, mode, None, None, a.verdict))

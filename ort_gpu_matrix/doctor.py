@@ -23,16 +23,9 @@ from . import libsets
 from .cells import cells_of
 from .config.model import Matrix
 from .elf import kind
-from .errors import MatrixError, Problem
+from .errors import MatrixError, anywhere
 from .host import Resolved, check, find_interpreter, pinned_files
 from .venvs import state
-
-
-def _anywhere(p: Problem) -> bool:
-    """A problem of the matrix itself, the same on every host: a suite's files, a local ORT wheel."""
-    if "which is not set" in p.problem:  # a ${VAR} another host (or shell) may well set
-        return False
-    return p.key.startswith("suite.") or (p.key.startswith("ort.") and p.key.endswith(".wheel"))
 
 
 @dataclass
@@ -119,7 +112,7 @@ def run(matrix: Matrix) -> Report:
         sessions = ", ".join([c.name, *(c.mode_session(m) for m in c.modes)])
         if isinstance(r, MatrixError):
             rep.add(f"  {c.name}: not runnable here: {_problems(r)}")
-            fatal = [p for p in r.problems if _anywhere(p)]
+            fatal = [p for p in r.problems if anywhere(p)]
             rep.fatal += [f"{c.name}: {p.key}: {p.problem} (fix: {p.fix})" for p in fatal]
         else:
             rep.add(f"  {c.name}: runnable here")

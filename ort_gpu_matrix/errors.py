@@ -27,3 +27,11 @@ class MatrixError(Exception):
     def render(self) -> str:
         head = f"ort-gpu-matrix: {len(self.problems)} problem(s) found, nothing was built or run"
         return "\n".join([head, *(str(p) for p in self.problems)])
+
+
+def anywhere(p: Problem) -> bool:
+    """A problem of the matrix itself, the same on every host (a suite's files, a local ORT wheel): no host can
+    run the cell, so the doctor and a sweep fail on it instead of listing the cell as "not runnable here"."""
+    if "which is not set" in p.problem:  # a ${VAR} another host (or shell) may well set
+        return False
+    return p.key.startswith("suite.") or (p.key.startswith("ort.") and p.key.endswith(".wheel"))

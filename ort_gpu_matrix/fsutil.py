@@ -72,3 +72,27 @@ def mark_cache_dir(path: Path) -> None:
     for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# made by ort-gpu-matrix\n*\n")):
         if not (path / name).exists():
             write_atomic(path / name, text)
+
+
+def unwritable(path: Path) -> str | None:
+    """Why files cannot be written under `path` (made if need be), or None; checked before a sweep runs anything.
+
+    A real write is tried in the dir, or in its nearest existing parent when it does not exist yet:
+    permission bits say nothing for root, and nothing about a read-only mount.
+    """
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():
+            return f"{probe} is a broken symbolic link"
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a directory" + ("" if probe == path else f", so {path} cannot be created")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ort-matrix-write-check.", dir=probe)
+    except OSError as exc:
+        return f"{probe} is not writable ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(tmp)
+    return None

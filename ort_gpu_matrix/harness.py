@@ -29,6 +29,7 @@ from .fsutil import mark_cache_dir
 from .host import Resolved, pinned_files
 from .junit import JunitError, read
 from .modes import MODES, spec
+from .render.escape import term
 from .results import Result
 from .run import RunOutcome, new_workdir, remove_workdir, run_mode
 from .venvs import BuildError, Venv, ensure_venv
@@ -92,9 +93,9 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
     earlier[session] = stored
     log(f"{session}: {stored.verdict.value.upper()} -> {results.current_path(ws.results_dir, session)}")
     for reason in stored.reasons:
-        log(f"  reason: {reason}")
+        log(f"  reason: {term(reason)}")
     for warning in stored.warnings:
-        log(f"  warning: {warning}")
+        log(f"  warning: {term(warning)}")
     if outcome.interrupt is not None:
         raise outcome.interrupt  # stored first; now stop nox, as the signal asked
     return stored

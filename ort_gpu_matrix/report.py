@@ -1,7 +1,12 @@
-"""The sweep report's data: a grid of cells x modes, what changed, and the libs comparison.
+"""The sweep report's data: a grid of cells x modes, what changed, the libs comparison, and the gate.
 
 Built from Results alone (a sweep just run, or result files gathered from CI artifacts), plus a
 baseline to compare against; rendered by render/ as a terminal grid, Markdown and HTML.
+
+The gate says what makes the whole red. `all` (the default) is strict: every mode passes, nothing
+regressed, every chosen baseline cell ran. `regressions` is the one a release CI can hold: a mode
+that fails exactly as it failed in the baseline is listed as already failing, and only what got
+worse, what is new and failing, and what did not run fail it.
 """
 from __future__ import annotations
 
@@ -11,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline
-from .compare import Comparison, LibsDiff, compare, libs_comparison
+from .compare import Comparison, LibsDiff, Scope, compare, libs_comparison
 from .results import Result, ResultError, load
 
 REPORT_FILES = ("report.md", "report.html")
+GATES = ("all", "regressions")
 
 
 @dataclass
@@ -25,14 +31,49 @@ class Report:
     baseline_name: str | None = None
     provenance_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # cell -> (before, after)
     skipped: dict[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it (listed only)
+    gate: str = "all"
+    allow_missing: bool = False
+    errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store, a child)
+    interrupted: str | None = None
+    baseline_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell, mode) -> pass/fail
 
     @property
     def failed(self) -> list[Result]:
         return [r for r in self.results if not r.passed]
 
     @property
+    def already_failing(self) -> list[Result]:
+        """Failing modes whose baseline record failed too: under --gate regressions, listed but not failing."""
+        return [r for r in self.failed if self.baseline_verdicts.get((r.cell.name, r.mode)) == "fail"]
+
+    @property
+    def new_failures(self) -> list[Result]:
+        known = {id(r) for r in self.already_failing}
+        return [r for r in self.failed if id(r) not in known]
+
+    def why_failed(self) -> list[str]:
+        """Each thing that makes this report red under its gate, one line each; empty when it is green."""
+        cmp = self.comparison
+        failing = self.failed if self.gate == "all" else self.new_failures
+        out = []
+        if not self.results:
+            out.append("nothing ran")
+        if failing:
+            out.append(f"{len(failing)} failing mode(s)" + (" not already failing in the baseline"
+                                                            if self.gate == "regressions" else ""))
+        if cmp and cmp.regressions:
+            out.append(f"{len(cmp.regressions)} regression(s)")
+        if cmp and cmp.missing and not self.allow_missing:
+            out.append(f"{len(cmp.missing)} baseline mode(s) did not run (--allow-missing accepts that)")
+        if self.errors:
+            out.append(f"{len(self.errors)} cell(s) could not run")
+        if self.interrupted:
+            out.append(f"interrupted ({self.interrupted})")
+        return out
+
+    @property
     def ok(self) -> bool:
-        return not self.failed and not (self.comparison and self.comparison.regressions)
+        return not self.why_failed()
 
     def cells(self) -> dict[str, dict[str, Result]]:
         grid: dict[str, dict[str, Result]] = {}
@@ -42,11 +83,13 @@ class Report:
 
 
 def build(results: list[Result], baseline: Baseline | None = None, baseline_name: str | None = None,
-          skipped: dict[str, str] | None = None) -> Report:
+          skipped: dict[str, str] | None = None, scope: Scope | None = None, gate: str = "all",
+          allow_missing: bool = False, errors: dict[str, str] | None = None, interrupted: str | None = None) -> Report:
     run = Baseline.of(results)
     ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
                          "suite": r.cell.suite} for r in results}
-    comparison = compare(baseline, run) if baseline is not None else None
+    comparison = compare(baseline, run, scope) if baseline is not None else None
+    verdicts = {(c, m): rec.verdict for c, modes in baseline.cells.items() for m, rec in modes.items()} if baseline else {}
     changes: dict[str, tuple[Any, Any]] = {}
     if baseline is not None:
         for cell, modes in run.cells.items():
@@ -54,7 +97,8 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
             after = next(iter(modes.values()))
             if before is not None and before.provenance.get("ort") != after.provenance.get("ort"):
                 changes[cell] = (before.provenance.get("ort"), after.provenance.get("ort"))
-    return Report(results, comparison, libs_comparison(run, ids), baseline_name, changes, dict(skipped or {}))
+    return Report(results, comparison, libs_comparison(run, ids), baseline_name, changes, dict(skipped or {}), gate,
+                  allow_missing, dict(errors or {}), interrupted, verdicts)
 
 
 class InputError(Exception):

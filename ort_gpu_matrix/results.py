@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
-from . import gpus
+from . import gpus, typecheck
 from .cells import Cell
 from .fsutil import UMASK, copy_atomic, write_json
 from .run import RunOutcome
@@ -121,6 +121,10 @@ class Result:
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads ({SCHEMA_VERSION})")
+        wrong = typecheck.problems(cls, data)
+        if wrong:
+            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+            raise ResultError("is not a well-formed result: " + "; ".join(wrong[:3]) + more)
         return _build(cls, data)
 
 
@@ -262,8 +266,10 @@ def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Resu
 def load(path: Path) -> Result:
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultError(f"{path}: cannot be read as a result ({exc})") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{path}: is not a result (a JSON object with schema_version)")
     try:
         return Result.from_dict(data)
     except (ResultError, TypeError, ValueError) as exc:

@@ -1,9 +1,14 @@
 """The release sweep: every selected cell in all its modes, one report, and regressions against a baseline.
 
 A sweep carries on past a failing cell (a failed build, a failing verdict) and judges the whole at the
-end: it fails when any mode failed, a selected cell could not run, or anything regressed. It writes
-`<results>/sweep.json` (for tools and CI), `report.md` and `report.html`, and appends the Markdown to
-$GITHUB_STEP_SUMMARY when that is set.
+end under its gate (report.py). It writes `<results>/sweep.json` (for tools and CI), `report.md` and
+`report.html`, the baseline asked for, and appends the Markdown to $GITHUB_STEP_SUMMARY when that is set.
+
+Everything that comes from a file or names one is checked before the first cell runs (`prepare`): the
+baseline and its field types, the baseline to be saved and whether saving it would shrink or poison it,
+every output dir, and which chosen cells cannot run and why. A sweep that has run for an hour must
+never end in a traceback, or lose its report, over something that could have been seen at the start.
+An optional output (the step summary) that fails is a warning, never a lost run.
 """
 from __future__ import annotations
 
@@ -17,24 +22,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import scheduler
-from .baseline import Baseline, resolve_baseline
-from .cells import Cell
+from .baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
+from .cells import Cell, cells_of
+from .compare import Comparison, Scope
 from .config.model import Matrix
-from .errors import MatrixError
-from .fsutil import write_atomic
+from .errors import MatrixError, anywhere
+from .fsutil import unwritable, write_atomic
 from .harness import run_cell
-from .host import check
+from .host import Resolved, check
 from .render import html, markdown
-from .report import Report, build
+from .report import GATES, Report, build
 from .results import Result, ResultError, StoreError, current_path, load
 from .venvs import BuildError
 
-SWEEP_VERSION = 1
+SWEEP_VERSION = 2
 RERUN_PLUGIN = "pytest-rerunfailures"
 
 
 class SelectionError(Exception):
     """A --select that matches nothing; the message lists what exists."""
+
+
+class SweepError(Exception):
+    """Something the sweep was asked for that it cannot do; found before any cell runs. Names the fix."""
 
 
 def select(cells: Sequence[Cell], selectors: Sequence[str]) -> list[tuple[Cell, tuple[str, ...]]]:
@@ -57,17 +67,45 @@ def select(cells: Sequence[Cell], selectors: Sequence[str]) -> list[tuple[Cell, 
     return [(c, tuple(m for m in c.modes if m in modes)) for c, modes in chosen.values()]
 
 
+@dataclass(frozen=True)
+class Options:
+    """What the user asked of this sweep, beyond which cells."""
+
+    baseline: str | None = None
+    save_baseline: str | None = None
+    out: Path | None = None
+    gate: str = "all"
+    allow_missing: bool = False
+    replace: bool = False  # --save-baseline writes exactly this sweep's records, dropping what it did not run
+    accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
+
+
+@dataclass
+class Plan:
+    """What `prepare` found: the baseline, where things go, and what can run."""
+
+    before: Baseline | None
+    save_to: Path | None
+    saved_before: Baseline | None  # the baseline that --save-baseline would replace, when there is one
+    runnable: list[tuple[Cell, tuple[str, ...], Resolved]] = field(default_factory=list)
+    not_run: dict[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it
+    errors: dict[str, str] = field(default_factory=dict)  # cell -> a problem of the matrix: it fails the sweep
+    scope: Scope = field(default_factory=Scope)
+
+
 @dataclass
 class SweepOutcome:
     report: Report
     errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store)
     files: dict[str, Path] = field(default_factory=dict)
     interrupted: str | None = None  # "SIGINT"/"SIGTERM" when the sweep was stopped (its report is still written)
+    warnings: list[str] = field(default_factory=list)  # an optional output that failed, a baseline not saved
+    refused: str | None = None  # why the asked-for baseline was not saved
 
     @property
     def ok(self) -> bool:
-        """Nothing failed, nothing regressed, and something ran: a sweep of nothing is no green."""
-        return self.report.ok and not self.errors and bool(self.report.results) and not self.interrupted
+        """Green under the report's gate, and the baseline asked for was saved."""
+        return self.report.ok and self.refused is None
 
 
 def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
@@ -79,9 +117,76 @@ def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
     return dataclasses.replace(matrix, settings=settings), ["-p", "pytest_rerunfailures", f"--reruns={reruns}"]
 
 
+def _outputs(matrix: Matrix, opts: Options, saving: bool) -> None:
+    wanted = [("the results dir (MATRIX_RESULTS)", matrix.workspace.results_dir)]
+    if opts.out is not None:
+        wanted.append(("--out", opts.out))
+    if saving:
+        wanted.append(("the baselines dir (MATRIX_BASELINES, else baselines/ beside the matrix)",
+                       baselines_dir(matrix.path)))
+    for what, path in wanted:
+        why = unwritable(path)
+        if why:
+            raise SweepError(f"{what} {path}: {why}; nothing was run. Fix: point it at a directory you can write")
+
+
+def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | None, Baseline | None]:
+    before = None
+    if opts.baseline:
+        path = resolve_baseline(opts.baseline, matrix.path)
+        before = Baseline.load(path)
+        names = {c.name for c in cells_of(matrix)}
+        if before.cells and not set(before.cells) & names:
+            raise BaselineError(
+                f"{path}: baseline {before.name or opts.baseline!r} holds no cell of {matrix.path} (it has "
+                f"{', '.join(sorted(before.cells)[:5])}{', ...' if len(before.cells) > 5 else ''}; this matrix has "
+                f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}): it was saved from another "
+                "matrix, so comparing would find nothing. Fix: name the baseline saved from this matrix")
+    save_to, saved_before = None, None
+    if opts.save_baseline is not None:
+        save_to = save_path(opts.save_baseline, matrix.path)
+        if save_to.exists() and not opts.replace:
+            try:
+                saved_before = Baseline.load(save_to)
+            except BaselineError as exc:
+                raise BaselineError(f"{exc}. --save-baseline {opts.save_baseline} would replace it: pass --replace "
+                                    "to overwrite it with this sweep's records") from None
+    elif opts.replace or opts.accept_regressions:
+        raise SweepError("--replace and --accept-regressions go with --save-baseline NAME; nothing was run")
+    return before, save_to, saved_before
+
+
+def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options, explicit: bool,
+            log: Callable[[str], None] = print) -> Plan:
+    """Everything that can be known before a cell runs, checked; raises SweepError or BaselineError."""
+    if opts.gate not in GATES:
+        raise SweepError(f"--gate {opts.gate!r}: use one of {', '.join(GATES)}")
+    if opts.gate == "regressions" and not opts.baseline:
+        raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
+    before, save_to, saved_before = _baselines(matrix, opts)
+    _outputs(matrix, opts, save_to is not None)
+    plan = Plan(before, save_to, saved_before)
+    for cell, modes in chosen:
+        resolved = check(matrix, cell)
+        if not isinstance(resolved, MatrixError):
+            plan.runnable.append((cell, modes, resolved))
+            continue
+        broken = [p for p in resolved.problems if anywhere(p)]
+        why = "; ".join(f"{p.key}: {p.problem}" for p in broken or resolved.problems)
+        if broken:  # no host could run it: a matrix problem, never "not runnable here"
+            plan.errors[cell.name] = f"the matrix is broken for this cell: {why}"
+        elif explicit:
+            plan.errors[cell.name] = f"cannot run on this host: {why}"
+        else:
+            plan.not_run[cell.name] = why
+        log(f"sweep: {cell.name} cannot run: {why}")
+    plan.scope = Scope(frozenset(c.name for c in cells_of(matrix)),
+                       frozenset((c.name, m) for c, modes in chosen for m in modes), {})
+    return plan
+
+
 def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
-        baseline: str | None, save_baseline: str | None, out_dir: Path | None,
-        log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
+        opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
         slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
         child: bool = False) -> SweepOutcome:
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
@@ -90,24 +195,14 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     report, sweep.json or baseline: the parent does, once every child is done.
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    before = Baseline.load(resolve_baseline(baseline, matrix.path)) if baseline else None  # fail before running
+    plan = prepare(matrix, chosen, Options() if child else opts, explicit, log)
     earlier: dict[str, Result] = {}
     results: list[Result] = []
-    not_run: dict[str, str] = {}
-    errors: dict[str, str] = {}
-    runnable: list[tuple[Cell, tuple[str, ...]]] = []
-    for cell, modes in chosen:
-        resolved = check(matrix, cell)
-        if isinstance(resolved, MatrixError):
-            why = "; ".join(f"{p.key}: {p.problem}" for p in resolved.problems)
-            if explicit:
-                errors[cell.name] = f"cannot run on this host: {why}"
-            else:
-                not_run[cell.name] = why
-            log(f"sweep: {cell.name} cannot run here: {why}")
-            continue
+    errors = dict(plan.errors)
+    in_slots: list[tuple[Cell, tuple[str, ...]]] = []
+    for cell, modes, resolved in plan.runnable:
         if slots:
-            runnable.append((cell, modes))
+            in_slots.append((cell, modes))
             continue
         log(f"sweep: {cell.name} ({', '.join(modes)})")
         try:
@@ -117,21 +212,65 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
                                  if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
             log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
     interrupted = None
-    if runnable:
+    if in_slots:
         assert noxfile is not None
-        found, interrupted = _in_slots(matrix, runnable, slots, noxfile, child_args, errors, log)
+        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log)
         results += found
-    report = build(results, before, baseline, skipped=not_run)
+    scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
+    report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
+                   allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted)
     outcome = SweepOutcome(report, errors, interrupted=interrupted)
     if child:
         return outcome
-    outcome.files = write(matrix, outcome, started, out_dir)
-    if save_baseline:
-        path = resolve_baseline(save_baseline, matrix.path)
-        Baseline.of(results, save_baseline).save(path)
-        outcome.files["baseline"] = path
-        log(f"sweep: baseline saved as {path}")
+    outcome.files = write(matrix, outcome, started, opts.out, log)
+    if plan.save_to is not None:
+        _save(plan, opts, results, outcome, log)
+    _summary(outcome, log)
     return outcome
+
+
+def _save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome, log: Callable[[str], None]) -> None:
+    """--save-baseline: never shrunk, never overwritten silently, never fed this sweep's own regressions."""
+    assert plan.save_to is not None and opts.save_baseline is not None
+    cmp = outcome.report.comparison
+    same = plan.before is not None and opts.baseline is not None and \
+        resolve_baseline(opts.baseline, Path(plan.save_to)).resolve() == plan.save_to.resolve()
+    if same and cmp and cmp.regressions and not opts.accept_regressions:
+        outcome.refused = (f"baseline {opts.save_baseline} was NOT saved: this sweep has {len(cmp.regressions)} "
+                           f"regression(s) against it, and saving would make them the new normal. Fix: look at them, "
+                           "then re-run with --accept-regressions to save anyway")
+        log(f"sweep: {outcome.refused}")
+        return
+    if not results:
+        outcome.refused = f"baseline {opts.save_baseline} was NOT saved: nothing ran"
+        log(f"sweep: {outcome.refused}")
+        return
+    new = Baseline.of(results, opts.save_baseline)
+    existed = plan.save_to.exists()
+    kept: list[str] = []
+    if plan.saved_before is not None:
+        new, kept = new.merged_over(plan.saved_before)
+    new.save(plan.save_to)
+    outcome.files["baseline"] = plan.save_to
+    how = (f"updated {len(Baseline.of(results).modes())} mode record(s), kept {len(kept)} this sweep did not run "
+           f"({', '.join(kept[:6])}{', ...' if len(kept) > 6 else ''}; --replace drops them)") if kept else \
+        ("replaced (--replace)" if existed else "saved")
+    log(f"sweep: baseline {opts.save_baseline} {how}: {plan.save_to}")
+
+
+def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
+    """Append report.md to $GITHUB_STEP_SUMMARY; a failure there is one warning line, never a lost run."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not summary or "markdown" not in outcome.files:
+        return
+    try:
+        with open(summary, "a") as f:
+            f.write(outcome.files["markdown"].read_text())
+    except OSError as exc:
+        warning = f"GITHUB_STEP_SUMMARY={summary} could not be written ({exc.strerror or exc}); " \
+                  "the report, sweep.json and any baseline were written"
+        outcome.warnings.append(warning)
+        log(f"warning: {warning}")
 
 
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
@@ -165,38 +304,54 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     return found, stopped
 
 
-def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | None) -> dict[str, Path]:
-    """sweep.json beside the results, report.md and report.html in out_dir (default: the results dir)."""
+def _document(matrix: Matrix, outcome: SweepOutcome, started: str) -> dict[str, object]:
     report = outcome.report
     results_dir = matrix.workspace.results_dir
-    out = out_dir or results_dir
-    cmp = report.comparison.to_dict() if report.comparison else {
-        "regressions": [], "improvements": [], "added": [], "removed": [], "flaky": []}
-    data = {
+    cmp = report.comparison.to_dict() if report.comparison else {k: [] for k in Comparison.KEYS}
+    return {
         "sweep_version": SWEEP_VERSION, "started": started, "host": socket.gethostname(), "ok": outcome.ok,
+        "gate": report.gate, "allow_missing": report.allow_missing, "why_failed": report.why_failed(),
         "baseline": report.baseline_name,
         "interrupted": outcome.interrupted,
         "cells": [{"session": r.session, "cell": r.cell.name, "mode": r.mode, "verdict": r.verdict.value,
                    "result": str(current_path(results_dir, r.session)), "bundle": r.bundle} for r in report.results],
+        "already_failing": [r.session for r in report.already_failing],
         **cmp, "skipped": report.skipped, "errors": outcome.errors,
     }
-    files = {"sweep": results_dir / "sweep.json", "markdown": out / "report.md", "html": out / "report.html"}
-    md = markdown.render(report)
-    write_atomic(files["sweep"], json.dumps(data, indent=2) + "\n")
-    write_atomic(files["markdown"], md)
-    write_atomic(files["html"], html.render(report, out))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a") as f:
-            f.write(md)
+
+
+def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | None,
+          log: Callable[[str], None] = print, name: str = "sweep.json",
+          roots: Sequence[Path] = ()) -> dict[str, Path]:
+    """sweep.json beside the results (a report writes report.json instead), report.md and report.html in out_dir."""
+    results_dir = matrix.workspace.results_dir
+    out = out_dir or results_dir
+    files = {"sweep": (results_dir if name == "sweep.json" else out) / name, "markdown": out / "report.md",
+             "html": out / "report.html"}
+    write_atomic(files["sweep"], json.dumps(_document(matrix, outcome, started), indent=2) + "\n")
+    write_atomic(files["markdown"], markdown.render(outcome.report))
+    write_atomic(files["html"], html.render(outcome.report, out, roots or [results_dir]))
     return files
 
 
-def report_only(matrix: Matrix, results: list[Result], baseline: str | None, out_dir: Path | None) -> SweepOutcome:
-    """`nox -s report`: the same report from result files, running nothing."""
-    before = Baseline.load(resolve_baseline(baseline, matrix.path)) if baseline else None
-    outcome = SweepOutcome(build(results, before, baseline))
-    outcome.files = write(matrix, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out_dir)
+def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path]) -> SweepOutcome:
+    """`nox -s report`: the same report from result files, running nothing.
+
+    It writes report.json, never the results dir's sweep.json: that file says what a sweep ran, and a
+    report built from other inputs must not stand in for it.
+    """
+    if opts.gate == "regressions" and not opts.baseline:
+        raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
+    before, _, _ = _baselines(matrix, Options(baseline=opts.baseline))
+    out = opts.out or matrix.workspace.results_dir
+    why = unwritable(out)
+    if why:
+        raise SweepError(f"--out {out}: {why}. Fix: point it at a directory you can write")
+    names = {r.cell.name for r in results}
+    scope = Scope(frozenset(names), frozenset((r.cell.name, r.mode) for r in results), {})
+    outcome = SweepOutcome(build(results, before, opts.baseline, scope=scope, gate=opts.gate,
+                                 allow_missing=opts.allow_missing))
+    outcome.files = write(matrix, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
+                          name="report.json", roots=roots)
+    _summary(outcome, print)
     return outcome
-
-

@@ -29,6 +29,7 @@ EXIT_MEANING = {
     5: "nothing was collected (pytest exit 5): the suite's files hold no tests pytest can find",
     6: "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)",
 }
+NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
 LISTED = 8  # how many offenders a reason names before it says "and N more"
 
 
@@ -295,6 +296,8 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
         out.coverage = TeethCoverage(checked=False)
         return out
     cudnn_tests = prior.cudnn_tests()
+    if not cudnn_tests:  # MATH forced everywhere, or a suite that never reaches cuDNN: a bite proves nothing
+        out.reasons.append(NOTHING_TO_COVER)
     toothless = [n for n in cudnn_tests if n not in bitten]
     declared = [n for n in toothless if _matches(expect.known_toothless, n)]
     undeclared = [n for n in toothless if n not in declared]

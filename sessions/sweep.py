@@ -1,8 +1,9 @@
 """`nox -s sweep` (run the matrix, report, compare with a baseline) and `nox -s report` (report from result files).
 
-    nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--save-baseline NAME]
-                    [--rerun-failures N] [--out DIR] [-- PYTEST_ARGS ...]
-    nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--out DIR]
+    nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--gate all|regressions]
+                    [--allow-missing] [--save-baseline NAME [--replace] [--accept-regressions]]
+                    [--rerun-failures N] [--out DIR] [--gpus 0,1|all] [-- PYTEST_ARGS ...]
+    nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--gate all|regressions] [--allow-missing] [--out DIR]
 """
 from __future__ import annotations
 
@@ -14,16 +15,33 @@ from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.errors import MatrixError
 from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.report import GATES
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0: `--rerun-failures -1` is a mistake, not zero."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"nox -s {prog} --", exit_on_error=False)
     p.add_argument("--baseline", help="compare with baselines/NAME.json (or a .json file)")
     p.add_argument("--out", type=Path, help="where report.md and report.html go (default: the results dir)")
+    p.add_argument("--gate", choices=GATES, default="all",
+                   help="all: every mode passes (default); regressions: nothing got worse than the baseline")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="a baseline cell that could not run here does not fail the gate")
     if prog == "sweep":
-        p.add_argument("--select", nargs="+", default=[], metavar="SESSION_OR_TAG")
-        p.add_argument("--save-baseline", metavar="NAME")
-        p.add_argument("--rerun-failures", type=int, default=0, metavar="N")
+        # extend: `--select A --select B` runs both, as `--select A B` does
+        p.add_argument("--select", nargs="+", action="extend", default=[], metavar="SESSION_OR_TAG")
+        p.add_argument("--save-baseline", metavar="NAME", help="save this sweep as baselines/NAME.json")
+        p.add_argument("--replace", action="store_true",
+                       help="with --save-baseline: write exactly this sweep's records (default: update them in place)")
+        p.add_argument("--accept-regressions", action="store_true",
+                       help="with --baseline X --save-baseline X: save even though this sweep regressed against X")
+        p.add_argument("--rerun-failures", type=_count, default=0, metavar="N")
         p.add_argument("--gpus", metavar="0,1|all", help="one cell per GPU at a time, as child processes")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
     else:
@@ -39,10 +57,13 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
         i = posargs.index("--")
         posargs, extra = posargs[:i], posargs[i + 1:]
     try:
-        return _parser(prog).parse_args(posargs), extra
+        args = _parser(prog).parse_args(posargs)
     except (argparse.ArgumentError, SystemExit) as exc:
         session.error(f"{prog}: {exc}; usage: {_parser(prog).format_usage().strip()}")
         raise
+    if prog == "sweep" and args.save_baseline is None and (args.replace or args.accept_regressions):
+        session.error(f"{prog}: --replace and --accept-regressions go with --save-baseline NAME")
+    return args, extra
 
 
 def register(nox: Any, default_matrix: Path) -> None:
@@ -54,9 +75,11 @@ def register(nox: Any, default_matrix: Path) -> None:
         from ort_gpu_matrix.baseline import BaselineError
         from ort_gpu_matrix.gpus import GpuError, slots
         from ort_gpu_matrix.render import terminal
-        from ort_gpu_matrix.sweep import SelectionError, run, select, with_reruns
+        from ort_gpu_matrix.sweep import Options, SelectionError, SweepError, run, select, with_reruns
 
         args, pytest_args = _args(session, "sweep")
+        opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
+                       args.accept_regressions)
         try:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
@@ -64,10 +87,10 @@ def register(nox: Any, default_matrix: Path) -> None:
             gpu_slots = [] if args.child else slots(args.gpus)
             child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
                           *(["--", *pytest_args] if pytest_args else [])]
-            outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), args.baseline,
-                          args.save_baseline, args.out, log=session.log, echo=print, slots=gpu_slots,
+            outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
+                          log=session.log, echo=print, slots=gpu_slots,
                           child_args=child_args, noxfile=default_matrix.parent / "noxfile.py", child=args.child)
-        except (MatrixError, SelectionError, BaselineError, GpuError) as exc:
+        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError) as exc:
             session.error(str(exc))
             return
         if args.child:
@@ -75,37 +98,43 @@ def register(nox: Any, default_matrix: Path) -> None:
                 session.error("cell FAILED (its result says why)")
             return
         print(terminal.render(outcome.report))
-        for cell, why in outcome.errors.items():
-            print(f"  {cell}: {why}")
         print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
+        for warning in outcome.warnings:
+            print(f"warning: {warning}")
         if outcome.interrupted:
             session.error(f"sweep interrupted ({outcome.interrupted}): the report above shows what had finished")
+        if outcome.refused:
+            session.error(outcome.refused)
         if not outcome.ok:
-            session.error("sweep FAILED: " + ("nothing ran" if not outcome.report.results else
-                                              "failing modes, regressions or cells that did not run (above)"))
+            session.error(f"sweep FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
 
     def report(session: Any) -> None:
         """Build the sweep report from result files or dirs (default: the results dir); runs nothing."""
         from ort_gpu_matrix.baseline import BaselineError
         from ort_gpu_matrix.render import terminal
         from ort_gpu_matrix.report import InputError, gather
-        from ort_gpu_matrix.sweep import report_only
+        from ort_gpu_matrix.sweep import Options, SweepError, report_only
 
         args, _ = _args(session, "report")
         try:
             matrix = load_matrix(matrix_file, overrides)
-            results = gather(args.paths or [matrix.workspace.results_dir], latest=args.latest)
+            paths = args.paths or [matrix.workspace.results_dir]
+            results = gather(paths, latest=args.latest)
             if not results:
-                session.error(f"no results in {', '.join(map(str, args.paths or [matrix.workspace.results_dir]))}")
+                session.error(f"no results in {', '.join(map(str, paths))}")
                 return
-            outcome = report_only(matrix, results, args.baseline, args.out)
-        except (MatrixError, InputError, BaselineError) as exc:
+            roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
+            outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
+                                                           allow_missing=args.allow_missing), roots)
+        except (MatrixError, InputError, BaselineError, SweepError) as exc:
             session.error(str(exc))
             return
         print(terminal.render(outcome.report))
         print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
+        for warning in outcome.warnings:
+            print(f"warning: {warning}")
         if not outcome.ok:
-            session.error("report: failing modes or regressions (above)")
+            session.error(f"report FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
 
     nox.session(sweep, name="sweep", venv_backend="none", default=False)
     nox.session(report, name="report", venv_backend="none", default=False)

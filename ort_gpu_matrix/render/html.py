@@ -1,19 +1,30 @@
 """The sweep report as one self-contained HTML file: no network, colour-coded and readable without colour.
 
-Rendered with Jinja2 and autoescaping on: test names, reasons and paths are untrusted text.
+Rendered with Jinja2 and autoescaping on: test names, reasons and paths are untrusted text. Autoescape
+does not judge a URL, so links are made here and only to files inside the dirs the report was built
+from, as relative paths; anything else (`javascript:`, `data:`, `/etc/shadow`) is shown as text.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
+from ..compare import Change
+from ..grouping import group, shorten
+from ..kernels import CUDNN, MATH
 from ..report import Report
+from ..results import Result
 from .summary import (
     audit_line,
     cell_text,
     change_sections,
+    clip,
     coverage_text,
+    gate_text,
     hosts_text,
     modes_of,
     provenance_text,
@@ -25,28 +36,81 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("ort_gpu_matrix.render", "
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _href(path: str | None, out_dir: Path) -> str | None:
-    """A link to a bundle file: relative when it sits under the report's dir, else a file URL."""
+@dataclass(frozen=True)
+class Link:
+    """A bundle file as the report shows it: `href` only when it is safe to follow."""
+
+    text: str
+    href: str | None
+    warning: str | None = None
+
+
+def link(path: str | None, out_dir: Path, roots: Sequence[Path]) -> Link | None:
+    """A link to `path` only if it is an absolute path inside one of `roots` (after resolving links and
+    `..`), written relative to the report's own dir; else the path as text, with why it is not a link."""
     if not path:
         return None
-    p = Path(path)
-    try:
-        return p.relative_to(out_dir).as_posix()
-    except ValueError:
-        return p.as_uri() if p.is_absolute() else path
+    if "\x00" in path or not os.path.isabs(path):
+        return Link(path, None, "not linked: not an absolute file path")
+    real = Path(os.path.realpath(path))
+    for root in roots:
+        base = Path(os.path.realpath(root))
+        if real == base or base in real.parents:
+            return Link(path, Path(os.path.relpath(real, os.path.realpath(out_dir))).as_posix())
+    return Link(path, None, "not linked: outside the dirs this report was built from")
 
 
-def render(report: Report, out_dir: Path) -> str:
+def _tier_class(tiers: Sequence[str], outcome: str) -> str:
+    """The colour of a grid cell: the fastest tier it reached, red when it failed, grey when nothing ran."""
+    if outcome in ("failed", "error"):
+        return "t-fail"
+    if not tiers:
+        return "t-none" if outcome != "skipped" else "t-skip"
+    if CUDNN in tiers:
+        return "t-cudnn"
+    if MATH in tiers and len(set(tiers)) == 1:
+        return "t-math"
+    return "t-other"
+
+
+def _grid(report: Report, modes: list[str]) -> tuple[list[tuple[str, str]], list[dict[str, object]], str]:
+    """Tests x (cell, mode): each cell's tiers and outcome, and baseline -> now where it changed."""
+    by_cell = report.cells()
+    columns = [(c, m) for c, modes_here in by_cell.items() for m in modes if m in modes_here]
+    before: dict[tuple[str, str, str | None], list[Change]] = {}
+    if report.comparison is not None:
+        for ch in report.comparison.regressions + report.comparison.improvements:
+            if ch.test and ch.kind in ("tier", "test"):
+                before.setdefault((ch.test, ch.cell, ch.mode), []).append(ch)
+    names = sorted({t for c, m in columns for t in by_cell[c][m].outcomes})
+    prefix, short = shorten(names)
+    rows: list[dict[str, object]] = []
+    for name, label in zip(names, short, strict=True):
+        cells = []
+        for c, m in columns:
+            r: Result = by_cell[c][m]
+            outcome = r.outcomes.get(name)
+            if outcome is None:
+                cells.append({"cls": "t-absent", "text": "", "changed": None})
+                continue
+            tiers = sorted(set(r.dispatch.tests.get(name, [])))
+            changed = before.get((name, c, m))
+            was = "; ".join(f"{', '.join(x.before) if isinstance(x.before, list) else x.before} → "
+                            f"{', '.join(x.after) if isinstance(x.after, list) else x.after}" for x in changed or [])
+            cells.append({"cls": _tier_class(tiers, outcome), "text": ", ".join(tiers) or outcome,
+                          "outcome": outcome, "changed": was or None})
+        rows.append({"name": name, "label": clip(label), "cells": cells,
+                     "changed": any(cell["changed"] for cell in cells)})
+    return columns, rows, prefix
+
+
+def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
     modes = modes_of(report)
     grid = report.cells()
-    dispatch_cells = [f"{c} {m}" for c, by_mode in grid.items() for m in modes if m in by_mode]
-    dispatch: dict[str, dict[str, str]] = {}
-    for cell, by_mode in grid.items():
-        for mode, r in by_mode.items():
-            for test, outcome in r.outcomes.items():
-                tiers = ", ".join(sorted(set(r.dispatch.tests.get(test, [])))) or "-"
-                dispatch.setdefault(test, {})[f"{cell} {mode}"] = f"{tiers} ({outcome})"
+    columns, rows, prefix = _grid(report, modes)
+    sections = [(title, changes, group(changes)) for title, changes in change_sections(report)]
     return _ENV.get_template("report.html.j2").render(
-        report=report, modes=modes, grid=grid, sections=change_sections(report), dispatch=dict(sorted(dispatch.items())),
-        dispatch_cells=dispatch_cells, cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text,
-        audit_line=audit_line, provenance_text=provenance_text, hosts_text=hosts_text, href=lambda p: _href(p, out_dir))
+        report=report, modes=modes, grid=grid, sections=sections, columns=columns, rows=rows, prefix=prefix,
+        cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text, audit_line=audit_line,
+        provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip,
+        shorten=shorten, link=lambda p: link(p, out_dir, roots))

@@ -1,32 +1,80 @@
 """The sweep report as Markdown, for a PR comment, a release checklist or GITHUB_STEP_SUMMARY.
 
-Test names and reasons are untrusted text: table cells escape `|`, backticks and HTML-ish `<`.
+Every piece of untrusted text goes through escape.md. Changes are grouped (grouping.py) and each
+group lists at most LISTED tests, so the report stays small however much changed: GitHub refuses a
+step summary over 1 MiB, and a sweep with 10,000 regressions must still say what happened.
+sweep.json keeps every row.
 """
 from __future__ import annotations
 
+from ..compare import Change
+from ..grouping import Group, group, shorten
 from ..report import Report
-from .summary import audit_line, cell_text, change_sections, coverage_text, hosts_text, modes_of, tiers_text
+from .escape import md as esc
+from .summary import (
+    audit_line,
+    cell_text,
+    change_sections,
+    clip,
+    coverage_text,
+    gate_text,
+    hosts_text,
+    modes_of,
+    tiers_text,
+)
+
+LISTED = 20  # tests listed under a group before "and N more"
+GROUPS = 40  # groups shown per section before "and N more groups"
+ROWS = 50  # failing modes, libs differences and the like
 
 
-def esc(text: object) -> str:
-    """Safe inside a Markdown table cell: no column breaks, no code spans, no raw HTML, one line."""
-    out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
-    return out.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+def _group(g: Group) -> list[str]:
+    out = [f"- **{esc(g.headline())}**", f"  - cells: {esc(', '.join(g.cells))}"]
+    if g.tests:
+        names = sorted(g.tests)
+        prefix, rest = shorten(names)
+        if prefix:
+            out.append(f"  - tests under `{esc(clip(prefix))}`:")
+        for name, short in list(zip(names, rest, strict=True))[:LISTED]:
+            where = "" if g.everywhere(name) else " (" + esc(", ".join(f"{c} {m}" for c, m in g.tests[name])) + ")"
+            out.append(f"    - {esc(clip(short))}{where}")
+        if len(names) > LISTED:
+            out.append(f"    - and {len(names) - LISTED} more (every row is in sweep.json)")
+    else:
+        out.append("  - where: " + esc(", ".join(f"{c} {m}".strip() for c, m in g.places[:ROWS]))
+                   + (f", and {len(g.places) - ROWS} more" if len(g.places) > ROWS else ""))
+    return out
+
+
+def _section(title: str, changes: list[Change], always: bool = False) -> list[str]:
+    if not changes and not always:
+        return []
+    out = ["", f"## {title} ({len(changes)})", ""]
+    if not changes:
+        return out + ["None."]
+    groups = group(changes)
+    for g in groups[:GROUPS]:
+        out += _group(g)
+    if len(groups) > GROUPS:
+        out.append(f"- and {len(groups) - GROUPS} more group(s) (every row is in sweep.json)")
+    return out
 
 
 def render(report: Report) -> str:
     modes = modes_of(report)
-    out = [f"# ort-gpu-matrix sweep: {'OK' if report.ok else 'FAILED'}", ""]
+    out = [f"# ort-gpu-matrix sweep: {'OK' if report.ok else 'FAILED'}", "", esc(gate_text(report)), ""]
     if report.comparison is not None:
         out.append(f"Compared with baseline `{esc(report.baseline_name)}`: "
                    f"{len(report.comparison.regressions)} regression(s), {len(report.comparison.improvements)} improvement(s).")
     else:
         out.append("No baseline given.")
-    for title, changes in change_sections(report)[:1]:
-        out += ["", f"## {title}", ""]
-        out += (["| kind | cell | mode | test | before | after |", "| --- | --- | --- | --- | --- | --- |"] +
-                [f"| {c.kind} | {esc(c.cell)} | {esc(c.mode or '')} | {esc(c.test or '')} | {esc(c.before)} | {esc(c.after)} |"
-                 for c in changes]) if changes else ["None."]
+    sections = change_sections(report)
+    for title, changes in sections[:1]:
+        out += _section(title, changes, always=True)
+    if report.gate == "regressions" and report.already_failing:
+        out += ["", f"## Already failing in the baseline ({len(report.already_failing)})", "",
+                "These modes failed in the baseline too; `--gate regressions` lists them without failing.", ""]
+        out += [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in report.already_failing[:ROWS]]
     out += ["", "## Grid", "", "| cell | host | " + " | ".join(modes) + " | tests per tier | teeth |",
             "| --- | --- | " + " | ".join("---" for _ in modes) + " | --- | --- |"]
     grid = report.cells()
@@ -39,20 +87,23 @@ def render(report: Report) -> str:
     out += [f"- **{esc(cell)}**: {esc(audit_line(list(by_mode.values())))}" for cell, by_mode in grid.items()]
     out += [f"- **{esc(cell)}**: ORT {esc(b)} → {esc(a)}" for cell, (b, a) in report.provenance_changes.items()]
     out += [f"- **{esc(cell)}**: not run here: {esc(why)}" for cell, why in report.skipped.items()]
-    for title, changes in change_sections(report)[1:]:
-        if changes:
-            out += ["", f"## {title}", ""] + [f"- {c.kind}: {esc(c.line())}" for c in changes]
+    out += [f"- **{esc(cell)}**: could not run: {esc(clip(why))}" for cell, why in report.errors.items()]
+    for title, changes in sections[1:]:
+        out += _section(title, changes)
     out += ["", "## Libs comparison", ""]
     if not report.libs:
         out.append("No two cells differ only in their libs.")
     for d in report.libs:
-        out.append(f"- **{esc(d.cells[0])}** vs **{esc(d.cells[1])}** ({d.mode}), cuDNN "
+        out.append(f"- **{esc(d.cells[0])}** vs **{esc(d.cells[1])}** ({esc(d.mode)}), cuDNN "
                    f"{esc('; '.join(d.cudnn[0]) or 'not resolved')} vs {esc('; '.join(d.cudnn[1]) or 'not resolved')}: "
                    + (f"{len(d.tests)} test(s) differ" if d.tests else "every test had the same outcome and tiers"))
-        out += [f"  - `{esc(t)}`: {esc(a)} vs {esc(b)}" for t, a, b in d.tests]
-    failing = [(r.session, r.reasons) for r in report.failed]
+        out += [f"  - {esc(clip(t))}: {esc(a)} vs {esc(b)}" for t, a, b in d.tests[:LISTED]]
+        if len(d.tests) > LISTED:
+            out.append(f"  - and {len(d.tests) - LISTED} more")
+    failing = report.failed if report.gate == "all" else report.new_failures
     if failing:
         out += ["", "## Failing modes", ""]
-        for session, reasons in failing:
-            out.append(f"- **{esc(session)}**: " + "; ".join(esc(x) for x in reasons))
+        out += [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in failing[:ROWS]]
+        if len(failing) > ROWS:
+            out.append(f"- and {len(failing) - ROWS} more")
     return "\n".join(out) + "\n"

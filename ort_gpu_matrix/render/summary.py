@@ -7,6 +7,23 @@ from ..report import Report
 from ..results import Result
 
 MODE_ORDER = ("normal", "require_cudnn", "teeth")
+CLIP = 300  # characters of one untrusted item (a test id, a reason) a report shows
+
+
+def clip(text: str, limit: int = CLIP) -> str:
+    """One item kept readable and bounded: a crafted 1 MB test id must not make a report of 1 MB."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def gate_text(report: Report) -> str:
+    """Which gate applied and what it decided, in one line."""
+    why = report.why_failed()
+    head = f"gate {report.gate}: {'OK' if not why else 'FAILED: ' + '; '.join(why)}"
+    if report.gate == "regressions" and report.already_failing:
+        head += f" ({len(report.already_failing)} mode(s) already failing in the baseline, listed apart)"
+    if report.allow_missing and report.comparison and report.comparison.missing:
+        head += f" ({len(report.comparison.missing)} baseline mode(s) did not run, allowed by --allow-missing)"
+    return head
 
 
 def modes_of(report: Report) -> list[str]:
@@ -60,5 +77,6 @@ def change_sections(report: Report) -> list[tuple[str, list[Change]]]:
     cmp = report.comparison
     if cmp is None:
         return []
-    return [("Regressions", cmp.regressions), ("Improvements", cmp.improvements), ("Added", cmp.added),
-            ("Removed", cmp.removed), ("Flaky (needed a rerun)", cmp.flaky)]
+    return [("Regressions", cmp.regressions), ("Did not run (in the baseline, chosen, no result)", cmp.missing),
+            ("Improvements", cmp.improvements), ("Added", cmp.added), ("Removed from the matrix", cmp.removed),
+            ("Not selected", cmp.not_selected), ("Flaky (needed a rerun)", cmp.flaky)]

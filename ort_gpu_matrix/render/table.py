@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..results import Result
 from .color import verdict
+from .escape import term
 
 
 def _coverage(result: Result) -> str:
@@ -17,7 +18,7 @@ def render(cell: str, results: list[Result], color: bool = False) -> str:
     for r in results:
         c = r.counts
         kernels = ", ".join(f"{k} {n}" for k, n in r.dispatch.tests_per_tier.items()) or "-"
-        notes = [*r.reasons, *(f"warning: {w}" for w in r.warnings)]
+        notes = [term(n) for n in (*r.reasons, *(f"warning: {w}" for w in r.warnings))]
         cov = _coverage(r)
         if cov:
             notes.insert(0, cov)

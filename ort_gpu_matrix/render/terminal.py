@@ -1,8 +1,22 @@
 """The sweep report for the terminal: a cell x mode grid, then what changed, then the libs comparison."""
 from __future__ import annotations
 
+from ..grouping import group
 from ..report import Report
-from .summary import audit_line, cell_text, change_sections, coverage_text, hosts_text, modes_of, tiers_text
+from .escape import term
+from .summary import (
+    audit_line,
+    cell_text,
+    change_sections,
+    clip,
+    coverage_text,
+    gate_text,
+    hosts_text,
+    modes_of,
+    tiers_text,
+)
+
+LISTED = 20  # rows shown under a group before "and N more"
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -27,11 +41,20 @@ def render(report: Report) -> str:
             lines.append(f"  {cell}: ORT {before} -> {after}")
     for cell, why in report.skipped.items():
         lines.append(f"  {cell}: not run here: {why}")
+    for cell, why in report.errors.items():
+        lines.append(f"  {cell}: could not run: {why}")
     if report.comparison is None:
         lines.append("\nno baseline given: nothing compared")
     for title, changes in change_sections(report):
         lines.append(f"\n{title} ({len(changes)})" + (":" if changes else ""))
-        lines += [f"  {c.line()}" for c in changes]
+        for g in group(changes):
+            lines.append(f"  [{g.headline()}]")
+            lines += [f"  {clip(c.line())}" for c in g.changes[:LISTED]]
+            if g.rows > LISTED:
+                lines.append(f"  and {g.rows - LISTED} more (every row is in sweep.json)")
+    if report.gate == "regressions" and report.already_failing:
+        lines.append(f"\nalready failing in the baseline ({len(report.already_failing)}), listed, not failing:")
+        lines += [f"  {r.session}: {clip('; '.join(r.reasons))}" for r in report.already_failing]
     lines.append("\nlibs comparison (cells that differ only in their libs)")
     if not report.libs:
         lines.append("  no two cells differ only in their libs")
@@ -41,6 +64,9 @@ def render(report: Report) -> str:
         lines.append(head)
         lines += [f"    {t}: {a} | {b}" for t, a, b in d.tests] or ["    every test had the same outcome and tiers"]
     verdict = "OK" if report.ok else "FAILED"
-    lines.append(f"\nsweep {verdict}: {len(report.failed)} failing mode(s), "
+    lines.append(f"\n{gate_text(report)}")
+    lines.append(f"sweep {verdict}: {len(report.failed)} failing mode(s), "
                  f"{len(report.comparison.regressions) if report.comparison else 0} regression(s)")
-    return "\n".join(lines)
+    # every line may hold a test id, a reason or a path from the code under test: no ESC, OSC, BEL or \r
+    return "\n".join(term(line) for line in "\n".join(lines).split("\n"))
+

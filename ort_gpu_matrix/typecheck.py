@@ -1,0 +1,102 @@
+"""Check data read from JSON against the type hints of the dataclass it will become.
+
+Result and baseline files are read back by sweeps and reports long after they were written, and a
+hand-edited or foreign file must fail when it is read, naming the field, never later in a
+comparison with a traceback after every cell has run. The typed dataclasses already say what each
+field holds, so the check is derived from them instead of from a second schema that could drift.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from typing import Any
+
+_PLAIN: dict[Any, type | tuple[type, ...]] = {str: str, int: int, float: (int, float), bool: bool}
+
+
+def problems(hint: Any, value: Any, where: str = "") -> list[str]:
+    """Every place `value` does not fit `hint`, as 'where: expected X, found Y'."""
+    out: list[str] = []
+    _check(hint, value, where, out)
+    return out
+
+
+def _name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or origin is typing.Union:
+        if value is None and type(None) in args:
+            return
+        options = [a for a in args if a is not type(None)]
+        found: list[list[str]] = []
+        for option in options:
+            sub: list[str] = []
+            _check(option, value, where, sub)
+            if not sub:
+                return
+            found.append(sub)
+        out.extend(sorted(found, key=len)[0])
+        return
+    if origin is typing.Literal:
+        if value not in args:
+            out.append(f"{where or 'value'}: expected one of {', '.join(map(repr, args))}, found {value!r}")
+        return
+    if origin in (dict, typing.Mapping) or hint is dict:
+        if not isinstance(value, dict):
+            out.append(f"{where or 'value'}: expected an object, found {_name(value)}")
+            return
+        kt, vt = args or (Any, Any)
+        for k, v in value.items():
+            if kt is str and not isinstance(k, str):
+                out.append(f"{where}: key {k!r} is not a string")
+            _check(vt, v, f"{where}.{k}" if where else str(k), out)
+        return
+    if origin in (list, tuple, typing.Sequence) or hint in (list, tuple):
+        if not isinstance(value, list):
+            out.append(f"{where or 'value'}: expected a list, found {_name(value)}")
+            return
+        item = args[0] if args else Any
+        for i, v in enumerate(value):
+            _check(item, v, f"{where}[{i}]", out)
+        return
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        if value not in {m.value for m in hint}:
+            out.append(f"{where}: expected one of {', '.join(repr(m.value) for m in hint)}, found {value!r}")
+        return
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            out.append(f"{where or 'value'}: expected an object, found {_name(value)}")
+            return
+        hints = typing.get_type_hints(hint)
+        for f in dataclasses.fields(hint):
+            if f.name in value:
+                _check(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name, out)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                out.append(f"{where + '.' if where else ''}{f.name}: missing")
+        return
+    if typing.is_typeddict(hint):
+        if not isinstance(value, dict):
+            out.append(f"{where or 'value'}: expected an object, found {_name(value)}")
+        return  # written by the probe; its own schema version guards its shape
+    want = _PLAIN.get(hint)
+    if want is not None:
+        # bool is an int in Python; a count of `true` is as wrong as a count of "3"
+        if not isinstance(value, want) or (hint is not bool and isinstance(value, bool)):
+            out.append(f"{where or 'value'}: expected {_WANTED[hint]}, found {_name(value)} {_short(value)}")
+
+
+_WANTED = {str: "a string", int: "an integer", float: "a number", bool: "true/false"}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
