@@ -252,9 +252,12 @@ def _save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcom
         new, kept = new.merged_over(plan.saved_before)
     new.save(plan.save_to)
     outcome.files["baseline"] = plan.save_to
-    how = (f"updated {len(Baseline.of(results).modes())} mode record(s), kept {len(kept)} this sweep did not run "
-           f"({', '.join(kept[:6])}{', ...' if len(kept) > 6 else ''}; --replace drops them)") if kept else \
-        ("replaced (--replace)" if existed else "saved")
+    updated = f"updated {len(Baseline.of(results).modes())} mode record(s)"
+    if kept:
+        how = f"{updated}, kept {len(kept)} this sweep did not run ({', '.join(kept[:6])}" \
+              f"{', ...' if len(kept) > 6 else ''}; --replace drops them)"
+    else:
+        how = "replaced (--replace)" if existed and opts.replace else updated if existed else "saved"
     log(f"sweep: baseline {opts.save_baseline} {how}: {plan.save_to}")
 
 

@@ -22,7 +22,7 @@ def term(text: object) -> str:
     return control(text)
 
 
-_MD_PUNCT = re.compile(r"([\\`*_{}\[\]()#+!~|])")
+_MD_PUNCT = re.compile(r"([\\`*_{}\[\]#+!~|])")
 
 
 def md(text: object) -> str:
