@@ -549,3 +549,42 @@ def test_trust(row_id, base, venvs, tmp_path):
 
 def test_the_table_covers_every_class():
     assert len(_ids()) >= 40 and len(set(_ids())) == len(_ids())
+
+
+@pytest.mark.parametrize("n", [2000, 10000])
+def test_a_flood_of_tier_regressions_stays_one_readable_group(n, base, venvs, tmp_path):
+    """n tests moved CUDNN_FLASH_ATTENTION -> MATH in two cells: one group, a bounded report, every row kept."""
+    (tmp_path / "box").mkdir()
+    box = Box(tmp_path / "box", venvs, base)
+    names = [f"test_onnx_attention/test_tensorscatter_attention.py::TestTensorScatter::test_case_{i:05d}"
+             for i in range(n)]
+    data = box.baseline()
+    for c in (A, B):
+        _mode(data, c)["tests"].update({t: "passed CUDNN_FLASH_ATTENTION" for t in names})
+    (box.baselines / "base.json").write_text(json.dumps(data))
+
+    def edit(d: dict) -> None:
+        d["outcomes"].update({t: "passed" for t in names})
+        d["dispatch"]["tests"].update({t: ["MATH"] for t in names})
+    arts = _results_copy(box, base, edit)
+    for f in arts.glob(f"{B}-normal.json"):  # cell b too
+        d = json.loads(f.read_text())
+        edit(d)
+        f.write_text(json.dumps(d))
+    summary = tmp_path / "summary.md"
+    full = {**os.environ, "MATRIX_TOML": str(box.matrix), "MATRIX_RESULTS": str(box.results),
+            "MATRIX_VENVS": str(venvs), "MATRIX_BASELINES": str(box.baselines), "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "report", "--", str(arts),
+                           "--baseline", "base", "--out", str(box.out)], env=full, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    md = (box.out / "report.md").read_text()
+    head = f"tier CUDNN\\_FLASH\\_ATTENTION → MATH: {n} test(s), {2 * n} row(s) in 2 cell(s) x 1 mode(s) (normal)"
+    assert md.count("- **tier ") == 1 and head in md, md[:3000]
+    assert "  - tests under `test\\_onnx\\_attention/test\\_tensorscatter\\_attention.py::TestTensorScatter::`:" in md
+    assert "    - test\\_case\\_00000\n" in md and f"    - and {n - 20} more (every row is in sweep.json)" in md
+    assert "test\\_case\\_00020" not in md
+    assert len(md.encode()) < 20_000 and summary.stat().st_size < 1024 * 1024
+    assert len(json.loads((box.out / "report.json").read_text())["regressions"]) == 2 * n  # every row kept
+    html = (box.out / "report.html").read_text()
+    assert html.count("<summary>tier CUDNN_FLASH_ATTENTION → MATH") == 1 and "test_case_09999" in html or n < 10000
