@@ -42,8 +42,12 @@ class Group:
         return len(self.tests[test]) == len({(c, m) for places in self.tests.values() for c, m in places})
 
 
+# causes before consequences: a tier or library change usually explains the test and verdict changes below it
+SHOWN_FIRST = ("tier", "teeth", "library", "verdict", "test", "count", "flaky")
+
+
 def group(changes: Sequence[Change]) -> list[Group]:
-    """Groups in REGRESSION_KINDS order, then by size, largest first."""
+    """Groups by kind (SHOWN_FIRST, then the rest), then by size, largest first."""
     found: dict[tuple[str, str, str], Group] = {}
     for c in changes:
         before, after = show(c.before), show(c.after)
@@ -59,7 +63,7 @@ def group(changes: Sequence[Change]) -> list[Group]:
             g.tests.setdefault(c.test, []).append((c.cell, c.mode or ""))
         else:
             g.places.append((c.cell, c.mode or ""))
-    order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
+    order = {k: i for i, k in enumerate(dict.fromkeys((*SHOWN_FIRST, *REGRESSION_KINDS)))}
     return sorted(found.values(), key=lambda g: (order.get(g.kind.split()[0], 99), -g.rows, g.kind, g.transition))
 
 

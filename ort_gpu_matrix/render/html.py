@@ -60,6 +60,17 @@ def link(path: str | None, out_dir: Path, roots: Sequence[Path]) -> Link | None:
     return Link(path, None, "not linked: outside the dirs this report was built from")
 
 
+SHORT = {"CUDNN_FLASH_ATTENTION": "cuDNN", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
+         "TRT_FUSED_ATTENTION": "trt fused", "MATH": "MATH"}
+
+
+def _short(value: object) -> str:
+    """A tier list as a grid cell shows it (`cuDNN, MATH`); an outcome as it is."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(SHORT.get(str(t), str(t)) for t in value)
+    return str(value)
+
+
 def _tier_class(tiers: Sequence[str], outcome: str) -> str:
     """The colour of a grid cell: the fastest tier it reached, red when it failed, grey when nothing ran."""
     if outcome in ("failed", "error"):
@@ -94,11 +105,10 @@ def _grid(report: Report, modes: list[str]) -> tuple[list[tuple[str, str]], list
                 cells.append({"cls": "t-absent", "text": "", "changed": None})
                 continue
             tiers = sorted(set(r.dispatch.tests.get(name, [])))
-            changed = before.get((name, c, m))
-            was = "; ".join(f"{', '.join(x.before) if isinstance(x.before, list) else x.before} → "
-                            f"{', '.join(x.after) if isinstance(x.after, list) else x.after}" for x in changed or [])
-            cells.append({"cls": _tier_class(tiers, outcome), "text": ", ".join(tiers) or outcome,
-                          "outcome": outcome, "changed": was or None})
+            changed = sorted(before.get((name, c, m), []), key=lambda x: x.kind != "tier")  # the tier first
+            was = "; ".join(f"{_short(x.before)} → {_short(x.after)}" for x in changed)
+            cells.append({"cls": _tier_class(tiers, outcome), "text": _short(tiers) or outcome,
+                          "title": f"{', '.join(tiers) or 'no tier'} ({outcome})", "changed": was or None})
         rows.append({"name": name, "label": clip(label), "cells": cells,
                      "changed": any(cell["changed"] for cell in cells)})
     return columns, rows, prefix

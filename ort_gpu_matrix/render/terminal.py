@@ -62,7 +62,9 @@ def render(report: Report) -> str:
         left, right = d.cells
         head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or 'not resolved'} vs {'; '.join(d.cudnn[1]) or 'not resolved'}"
         lines.append(head)
-        lines += [f"    {t}: {a} | {b}" for t, a, b in d.tests] or ["    every test had the same outcome and tiers"]
+        lines += [f"    {clip(t)}: {a} | {b}" for t, a, b in d.tests[:LISTED]] or ["    every test had the same outcome and tiers"]
+        if len(d.tests) > LISTED:
+            lines.append(f"    and {len(d.tests) - LISTED} more")
     verdict = "OK" if report.ok else "FAILED"
     lines.append(f"\n{gate_text(report)}")
     lines.append(f"sweep {verdict}: {len(report.failed)} failing mode(s), "
