@@ -183,7 +183,7 @@ ROWS = [
      [('libs.x.search', "no libcudart.so.* in ['/nonexistent']", 'add the directory that holds libcudart.so.*, or pin cudart = "/path/libcudart.so.*"'),
       ('libs.x.search', "no libcudnn.so.9 in ['/nonexistent']", 'add the directory that holds libcudnn.so.9, or pin cudnn = "/path/libcudnn.so.9"')]),
     ('python not on this host', lambda b, tmp: b.replace(f'{{ python = "{PY}"', '{ python = "3.99"'),
-     [('pairing.include[0].python', 'no python 3.99 found on PATH for gpu-3.99-x', 'install python3.99 (or put it on PATH), or drop 3.99 from the matrix')]),
+     [('pairing.include[0].python', "no python 3.99 for gpu-3.99-x: none on PATH, in pyenv's versions, in /usr/bin or among uv's pythons (install it: uv python install 3.99)", 'uv python install 3.99, or drop 3.99 from the matrix')]),
     ('torch environment missing', lambda b, tmp: b.replace('skip = true', 'environment = "/nonexistent/torchenv"'),
      [('torch.none.environment', '/nonexistent/torchenv/lib/python{py}/site-packages does not exist (python {py})', 'point environment at a venv or prefix of the same python version that has torch installed')]),
     ('local ORT wheel missing', lambda b, tmp: b.replace('requirement = "onnxruntime==1.32.0"', 'wheel = "/nonexistent/onnxruntime-1.32.0-py3-none-any.whl"'),
