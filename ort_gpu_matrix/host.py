@@ -138,11 +138,10 @@ class Interpreter:
     """A python X.Y and the place it was found, which `nox -l` and the doctor show."""
 
     path: str
-    found: str  # one of PLACES
+    found: str  # one of the places below, looked at in this order
 
 
 ON_PATH, PYENV, USR_BIN, RUNNING, UV = "PATH", "pyenv", "/usr/bin", "the python running nox", "uv"
-PLACES = (ON_PATH, PYENV, USR_BIN, RUNNING, UV)  # looked at in this order
 LOOKED = "none on PATH, in pyenv's versions, in /usr/bin or among uv's pythons"
 
 
@@ -213,8 +212,9 @@ def locate(version: str) -> Interpreter | None:
 
     `nox -l` resolves every cell, so binaries whose real name gives their version and pyenv shims (read
     as pyenv reads them) answer without a process; only other scripts, which can lie about what they
-    run, are asked. PATH comes first (what the user chose), then what pyenv has installed but not
-    selected, /usr/bin, the python running nox, and last uv's managed pythons, which cost a process.
+    run, are asked. PATH comes first (what the user chose, and where nox itself looks), then what pyenv
+    has installed but not selected, /usr/bin, the python running nox, and last uv's managed pythons,
+    which cost a process.
     """
     exe = _on_path(version)
     if exe:
