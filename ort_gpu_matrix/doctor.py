@@ -24,7 +24,7 @@ from .cells import cells_of
 from .config.model import Matrix
 from .elf import kind
 from .errors import MatrixError, anywhere
-from .host import Resolved, check, find_interpreter, pinned_files
+from .host import LOOKED, Resolved, check, install_command, locate, pinned_files
 from .venvs import state
 
 
@@ -187,5 +187,7 @@ def run(matrix: Matrix) -> Report:
     rep.add()
     rep.add("interpreters")
     for version in sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split("."))):
-        rep.add(f"  python {version}: {find_interpreter(version) or 'not found on PATH'}")
+        python = locate(version)
+        rep.add(f"  python {version}: " + (f"{python.path} (from {python.found})" if python
+                                           else f"{LOOKED}; install it: {install_command(version)}"))
     return rep

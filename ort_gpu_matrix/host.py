@@ -127,18 +127,43 @@ def _asked_version(exe: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-@cache
-def find_interpreter(version: str) -> str | None:
-    """A python that really is `version`, starting as few processes as possible.
+def _is(exe: str, version: str) -> bool:
+    """`exe` really is python `version`: by its real name when that is a binary, else by asking it."""
+    named = _named_version(exe)
+    return (named if named is not None else _asked_version(exe)) == version
 
-    `nox -l` resolves every cell, so the running interpreter, binaries whose
-    real name gives their version, and pyenv shims (read as pyenv reads them)
-    answer without a process; only other scripts, which can lie about what they
-    run, are asked.
-    """
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
-        # the base interpreter's real file: the same path however nox was started (a venv, pipx, python3.X -m)
-        return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A python X.Y and the place it was found, which `nox -l` and the doctor show."""
+
+    path: str
+    found: str  # one of the places below, looked at in this order
+
+
+ON_PATH, PYENV, USR_BIN, RUNNING, UV = "PATH", "pyenv", "/usr/bin", "the python running nox", "uv"
+LOOKED = "none on PATH, in pyenv's versions, in /usr/bin or among uv's pythons"
+
+
+def pyenv_root() -> Path:
+    """Where pyenv keeps its versions, as pyenv itself decides it: $PYENV_ROOT, else ~/.pyenv."""
+    return Path(os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"))
+
+
+def find_uv() -> str | None:
+    """uv on PATH, else the binary the `uv` package ships (pip install uv puts it beside the interpreter)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        import uv
+
+        return str(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
+def _on_path(version: str) -> str | None:
     for name in (f"python{version}", "python3", "python"):
         exe = shutil.which(name)
         if not exe:
@@ -147,10 +172,77 @@ def find_interpreter(version: str) -> str | None:
         if target is None:
             continue  # a pyenv shim with no such interpreter behind it
         exe = exe if target == _NOT_A_SHIM else target
-        named = _named_version(exe)
-        if (named if named is not None else _asked_version(exe)) == version:
+        if _is(exe, version):
             return exe
     return None
+
+
+def _release(exe: str) -> tuple[int, ...]:
+    """3.12.10 sorts after 3.12.9: the numbers of a pyenv version dir's name."""
+    return tuple(int(n) for n in re.findall(r"[0-9]+", Path(exe).parent.parent.name))
+
+
+def _in_pyenv(version: str) -> str | None:
+    """The newest X.Y.* pyenv has installed, selected or not; read from its dir, without the pyenv binary."""
+    versions = glob.escape(str(pyenv_root() / "versions"))
+    for exe in sorted(glob.glob(f"{versions}/{version}.*/bin/python{version}"), key=_release, reverse=True):
+        if _is(exe, version):
+            return exe
+    return None
+
+
+def _from_uv(version: str) -> str | None:
+    """A uv-managed python already installed: `uv python find`, never a download (one process: asked last)."""
+    uv = find_uv()
+    if uv is None:
+        return None
+    cmd = [uv, "python", "find", "--system", "--managed-python", "--no-python-downloads", version]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    exe = out.stdout.strip()
+    return exe if out.returncode == 0 and exe and _is(exe, version) else None
+
+
+@cache
+def locate(version: str) -> Interpreter | None:
+    """A python that really is `version`, and where it was found, starting as few processes as possible.
+
+    `nox -l` resolves every cell, so binaries whose real name gives their version and pyenv shims (read
+    as pyenv reads them) answer without a process; only other scripts, which can lie about what they
+    run, are asked. PATH comes first (what the user chose, and where nox itself looks), then what pyenv
+    has installed but not selected, /usr/bin, the python running nox, and last uv's managed pythons,
+    which cost a process.
+    """
+    exe = _on_path(version)
+    if exe:
+        return Interpreter(exe, ON_PATH)
+    exe = _in_pyenv(version)
+    if exe:
+        return Interpreter(exe, PYENV)
+    exe = f"{USR_BIN}/python{version}"
+    if os.path.isfile(exe) and _is(exe, version):
+        return Interpreter(exe, USR_BIN)
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
+        # the base interpreter's real file: the same path however nox was started (a venv, pipx, python3.X -m)
+        return Interpreter(os.path.realpath(getattr(sys, "_base_executable", sys.executable)), RUNNING)
+    exe = _from_uv(version)
+    return Interpreter(exe, UV) if exe else None
+
+
+def find_interpreter(version: str) -> str | None:
+    found = locate(version)
+    return found.path if found else None
+
+
+def install_command(version: str) -> str:
+    """What would install python `version` here: with the tools this host already uses for pythons."""
+    commands = [f"pyenv install {version}"] if (pyenv_root() / "versions").is_dir() else []
+    if find_uv():
+        commands.append(f"uv python install {version}")
+    return " or ".join(commands) or f"pip install uv, then uv python install {version}"
 
 
 def _shape(name: str, real: str, deep: bool) -> str | None:
@@ -236,8 +328,12 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
     c = _Checker(matrix)
     interpreter = find_interpreter(cell.python)
     if interpreter is None:
-        c.bad(f"{cell.key}.python" if cell.key.startswith("pairing.include") else "matrix.pythons", f"no python {cell.python} found on PATH for {cell.name}",
-              f"install python{cell.python} (or put it on PATH), or drop {cell.python} from the matrix")
+        pythons = matrix.settings.pythons
+        key = (f"{cell.key}.python" if cell.key.startswith("pairing.include") else
+               f"matrix.pythons[{pythons.index(cell.python)}]" if cell.python in pythons else "matrix.pythons")
+        how = install_command(cell.python)
+        c.bad(key, f"no python {cell.python} for {cell.name}: {LOOKED} (install it: {how})",
+              f"{how}, or drop {cell.python} from the matrix")
     ort = cell.ort
     ort_install, wheel = ort.requirement or "", None
     if ort.wheel:

@@ -30,6 +30,7 @@ from .cells import Cell
 from .config.model import Matrix
 from .fsutil import write_json
 from .host import Resolved
+from .host import find_uv as find_uv  # host looks for uv's pythons with it too; libsets imports it from here
 
 FINGERPRINT = "ort-matrix-fingerprint.json"
 TORCH_PTH = "_ort_matrix_torch_env.pth"
@@ -101,19 +102,6 @@ def venv_name(matrix: Matrix, cell: Cell) -> str:
         digest = hashlib.sha256("\n".join(sorted(cell.suite.installs)).encode()).hexdigest()[:8]
         name += f"-r{digest}"
     return name
-
-
-def find_uv() -> str | None:
-    """uv on PATH, else the binary the `uv` package ships (pip install uv puts it beside the interpreter)."""
-    found = shutil.which("uv")
-    if found:
-        return found
-    try:
-        import uv
-
-        return str(uv.find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        return None
 
 
 def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> tuple[str, str | None]:

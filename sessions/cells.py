@@ -14,7 +14,7 @@ from ort_gpu_matrix.cells import Cell, cells_of
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Matrix
 from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.host import Resolved, check
+from ort_gpu_matrix.host import Resolved, check, locate
 from ort_gpu_matrix.overrides import Overrides
 
 if TYPE_CHECKING:
@@ -52,7 +52,9 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
 def _describe(cell: Cell, what: str, why_not: str | None) -> str:
     where = "" if why_not is None else f" [not runnable here: {why_not}]"
     torch = cell.torch.requirement or cell.torch.environment or "no torch"
-    return (f"{what}: python {cell.python}, ORT {cell.ort.requirement or cell.ort.wheel}, torch {torch}, "
+    found = locate(cell.python)  # cached: check() has just looked
+    python = f"python {cell.python}" + (f" (from {found.found})" if found else "")
+    return (f"{what}: {python}, ORT {cell.ort.requirement or cell.ort.wheel}, torch {torch}, "
             f"libs {cell.libs.id}, suite {cell.suite.id}{where}")
 
 

@@ -65,7 +65,8 @@ def test_doctor_shows_pairings_libraries_torch_venvs_and_interpreters(harness, p
     assert run.proc.returncode == 0, out
     assert f"matrix: {harness.matrix}" in out
     assert f"gpu-{PY}-pip: runnable here" in out and f"gpu-{PY}-plain: runnable here" in out
-    assert "gpu-3.99-plain: not runnable here: pairing.include[2].python: no python 3.99 found on PATH" in out
+    assert ("gpu-3.99-plain: not runnable here: pairing.include[2].python: no python 3.99 for gpu-3.99-plain: none on "
+            "PATH, in pyenv's versions, in /usr/bin or among uv's pythons (install it: ") in out
     assert f"sessions: gpu-{PY}-pip, gpu-{PY}-pip-normal" in out
     # a pip cuDNN outside any site-packages: its version from the dist-info beside it, and what it reports
     assert f"{pip_libs['cudnn']} (version 9.12.0.46; reports 91200)" in out
@@ -74,7 +75,9 @@ def test_doctor_shows_pairings_libraries_torch_venvs_and_interpreters(harness, p
     assert "env: " in out and "bundles cudnn 9.19.0.56" in out
     assert f"warning: gpu-{PY}-pip pins cuDNN 9.12.0.46 but torch brings 9.19.0.56" in out
     assert f"gpu-{PY}-plain: absent (" in out
-    assert re.search(rf"python {re.escape(PY)}: /\S+python", out) and "python 3.99: not found on PATH" in out
+    assert re.search(rf"python {re.escape(PY)}: /\S+python\S* \(from (PATH|pyenv|/usr/bin|the python running nox)\)\n", out)
+    assert re.search(r"python 3.99: none on PATH, in pyenv's versions, in /usr/bin or among uv's pythons; install it: "
+                     r"(pyenv install 3.99 or )?uv python install 3.99\n", out), out
     assert "doctor: 2 cell(s) can run here" in out
 
 

@@ -19,12 +19,12 @@ def _problems(path):
 @pytest.mark.parametrize("edit, key, words", [
     (('[libs.x]', '[libs.x]\ncudnnn = "/x"'), "libs.x.cudnnn", "unknown key"),
     (('[torch.none]\nskip = true', '[torch.none]\nskip = true\n[pairing]\ninclude = [{ python = "PY", ort = "ort999", torch = "none", libs = "x" }]'),
-     "pairing.include[0].ort", "unknown ort id 'ort999'"),
+     "pairing.include[0].ort", "`ort999` is not a declared ort id"),
     (('suite = "s"\n', ''), "pairing (combination 0).suite", "the pairing has no suite"),
-    (('suite = "s"\n', 'suite = "nope"\n'), "matrix.suite", "unknown suite 'nope'"),
+    (('suite = "s"\n', 'suite = "nope"\n'), "matrix.suite", "`nope` is not a declared suite id"),
     (('root = ', 'rooot = '), "suite.s.rooot", "unknown key"),
     (('[ort.cpu]\nrequirement', '[ort.cpu]\nwheel = "x.whl"\nrequirement'), "ort.cpu", "needs exactly one of requirement, wheel"),
-    (('backend = "uv|virtualenv"', 'backend = "uv|conda"'), "matrix.backend", "unknown venv backend 'conda'"),
+    (('backend = "uv|virtualenv"', 'backend = "uv|conda"'), "matrix.backend", "`conda` is not a venv backend"),
     (('pythonpath = ', 'pytest_args = ["-q"]\npythonpath = '), None, None),
 ])
 def test_structural_errors_name_file_key_and_fix(harness, edit, key, words):

@@ -72,7 +72,7 @@ def test_a_selector_that_matches_several_cells_selects_them_all():
 def test_cudnn_sub_libraries_are_not_counted_as_copies(tmp_path):
     """cuDNN 9 is a shim (libcudnn.so.9) plus sub-libraries (libcudnn_ops, _graph, ...): one copy, not five."""
     shim = build_so(tmp_path / "a" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91400)
-    subs = [build_so(tmp_path / "a" / f"libcudnn_{n}.so.9", f"libcudnn_{n}.so.9", "int x_%s;\n" % n)
+    subs = [build_so(tmp_path / "a" / f"libcudnn_{n}.so.9", f"libcudnn_{n}.so.9", f"int x_{n};\n")
             for n in ("ops", "graph", "engines_precompiled")]
     other = build_so(tmp_path / "b" / "libcudnn.so.9.19.0", "libcudnn.so.9", FAKE_CUDNN % 91900)
     code = ("import ctypes, json, sys; [ctypes.CDLL(p) for p in sys.argv[1:]]; "

@@ -13,6 +13,7 @@ import re
 import tomllib
 import types
 import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,10 +25,17 @@ from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
 from .duplicates import duplicate
 from .model import BACKENDS, ID_PATTERN, LOADERS, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
+from .model import THIS_PYTHON as THIS
 from .pairings import expand
 
 T = TypeVar("T")
 TOP = "(top level)"
+
+
+def shown(value: str) -> str:
+    """A value as a message quotes it: `norml`, or its repr when it is empty or holds a backtick or a
+    character a terminal would act on (the message stays one line of plain text)."""
+    return f"`{value}`" if value and value.isprintable() and "`" not in value else repr(value)
 
 
 def _kind(hint: Any) -> Any:
@@ -165,9 +173,30 @@ class Reader:
                 self.bad(f"{section}.{ident}", "must be a table", f"write [{section}.{ident}]")
         return out
 
+    def choice(self, key: str, value: str, valid: Sequence[str], what: str, fix: str,
+               write: Callable[[str], str] = lambda near: f'write "{near}"') -> bool:
+        """A value from a closed set. When it is not one, the message names it and offers the nearest
+        valid one (`write(near)` is then the fix), else `fix` (which lists the valid ones)."""
+        if value in valid:
+            return True
+        near = [v for v in valid if v.casefold() == value.casefold()] or difflib.get_close_matches(value, list(valid), n=1)
+        if near:
+            self.bad(key, f"{shown(value)} is not {what} (did you mean `{near[0]}`?)", write(near[0]))
+        else:
+            self.bad(key, f"{shown(value)} is not {what}", fix)
+        return False
+
     def python(self, key: str, version: str) -> None:
-        if not re.fullmatch(PYTHON_PATTERN, version):
-            self.bad(key, f"must be a python version such as \"3.12\" (or \"this\"), found {version!r}", 'write "3.12"')
+        if re.fullmatch(PYTHON_PATTERN, version):
+            return
+        # 3.12.1, 3.13t, py3.12, python3.12: the X.Y in it; This, thsi: "this"
+        xy = re.fullmatch(r"(?:py(?:thon)?)?\s*([0-9]+\.[0-9]+)(?![0-9]).*", version.strip(), re.IGNORECASE)
+        near = xy.group(1) if xy else next(iter(difflib.get_close_matches(version.lower(), [THIS], n=1)), None)
+        if near:
+            self.bad(key, f"{shown(version)} is not a python version (did you mean `{near}`?)", f'write "{near}"')
+        else:
+            self.bad(key, f"{shown(version)} is not a python version",
+                     'write X.Y, such as "3.12", or "this" (the python running nox)')
 
     def one_form(self, body: dict[str, Any], key: str, forms: tuple[tuple[str, ...], ...]) -> None:
         present = ["/".join(f) for f in forms if any(k in body for k in f)]
@@ -179,15 +208,15 @@ class Reader:
 
 def _settings(r: Reader, data: dict[str, Any], overrides: Overrides) -> Settings:
     s = r.entry(data.get("matrix", {}), "matrix", Settings)
-    for b in s.backends:
-        if b not in BACKENDS:
-            r.bad("matrix.backend", f"unknown venv backend {b!r}",
-                  f"use one or more of {'|'.join(BACKENDS)}, e.g. \"uv|virtualenv\"")
-    for mode in s.modes or ():
-        if mode not in MODES:
-            r.bad("matrix.modes", f"unknown mode {mode!r}", f"use some of {list(MODES)}")
+    for b in dict.fromkeys(s.backends):
+        def corrected(near: str, wrong: str = b) -> str:
+            return f'write backend = "{"|".join(near if p == wrong else p for p in s.backends)}"'
+        r.choice("matrix.backend", b, BACKENDS, "a venv backend",
+                 f"use one or more of {'|'.join(BACKENDS)}, e.g. \"uv|virtualenv\"", corrected)
+    for i, mode in enumerate(s.modes or ()):
+        r.choice(f"matrix.modes[{i}]", mode, MODES, "a mode", f"use some of: {', '.join(MODES)}")
     if s.modes == ():
-        r.bad("matrix.modes", "is empty: every pairing would run nothing", f"list some of {list(MODES)}, or remove the key")
+        r.bad("matrix.modes", "is empty: every pairing would run nothing", f"list some of: {', '.join(MODES)}, or remove the key")
     for i, version in enumerate(s.pythons):
         r.python(f"matrix.pythons[{i}]", version)
     if not re.fullmatch(ID_PATTERN, s.prefix):
@@ -225,9 +254,9 @@ def _entries(r: Reader, data: dict[str, Any], section: str, cls: type[T]) -> dic
 
 def _libs_rules(r: Reader, key: str, libs: Libs) -> None:
     """Each loader with the form it needs, and pip specs that parse as requirements."""
-    if libs.loader not in LOADERS:
-        r.bad(f"{key}.loader", f"unknown loader {libs.loader!r}", f"use one of: {', '.join(LOADERS)}")
-    elif libs.loader == "ort_preload_dlls" and not libs.pip:
+    r.choice(f"{key}.loader", libs.loader, LOADERS, "a loader", f"use one of: {', '.join(LOADERS)}",
+             lambda near: f'write loader = "{near}"')
+    if libs.loader == "ort_preload_dlls" and not libs.pip:
         r.bad(f"{key}.loader", "ort_preload_dlls needs a pip set: preload_dlls(directory=...) reads nvidia/*/lib",
               'add pip = ["nvidia-cudnn-cu13==..."], or use loader = "preload"')
     elif libs.loader == "torch_first" and not libs.none:

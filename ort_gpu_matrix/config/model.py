@@ -218,7 +218,7 @@ class Suite:
 class IncludeEntry:
     """One entry of pairing.include."""
 
-    python: str | None = key('a python version, or "this" (the one running nox)', None, required=True,
+    python: str | None = key('a python version, or "this" (the X.Y of the python running nox, found like any other)', None, required=True,
                              example='"3.12"', pattern=f"^(?:{PYTHON_PATTERN})$")
     ort: str | None = key("an [ort.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")
     torch: str | None = key("a [torch.<id>]", None, required=True, pattern=f"^{ID_PATTERN}$")

@@ -41,6 +41,13 @@ def _candidates(r: Reader, p: dict[str, Any], declared: dict[str, tuple[str, ...
             for n, (python, ort, torch, libs) in enumerate(combos)]
 
 
+def _declared(r: Reader, key: str, ident: str, axis: str, valid: tuple[str, ...]) -> None:
+    """An id another entry points at: one of the [axis.<id>] tables, or a message naming it."""
+    known = ", ".join(valid) or "(none declared)"
+    r.choice(key, ident, valid, f"a declared {axis} id", f"declare [{axis}.{ident}] or use one of: {known}",
+             lambda near: f'write "{near}", or declare [{axis}.{ident}]')
+
+
 def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[str, ...]],
            suites: tuple[str, ...]) -> tuple[Pairing, ...]:
     p = r.table(data.get("pairing", {}), "pairing", {"include", "exclude"})
@@ -51,25 +58,29 @@ def expand(r: Reader, data: dict[str, Any], s: Settings, ids: dict[str, tuple[st
         exclude_raw = []
     exclude = [r.entry(e, f"pairing.exclude[{i}]", ExcludeEntry) for i, e in enumerate(exclude_raw)]
     out = []
+    for i, ex in enumerate(exclude):  # an id nothing declares would silently exclude nothing
+        for axis, valid in (*((a, declared[a]) for a in AXES[1:]), ("suite", suites)):
+            ident = getattr(ex, axis)
+            if ident is not None:
+                _declared(r, f"pairing.exclude[{i}].{axis}", ident, axis, valid)
     for key, entry in _candidates(r, p, declared):
         for axis in AXES[1:]:
             ident = getattr(entry, axis)
-            if ident is not None and ident not in declared[axis]:
-                r.bad(f"{key}.{axis}", f"unknown {axis} id {ident!r}",
-                      f"declare [{axis}.{ident}] or use one of: {', '.join(declared[axis]) or '(none declared)'}")
+            if ident is not None:
+                _declared(r, f"{key}.{axis}", ident, axis, declared[axis])
         suite = entry.suite if entry.suite is not None else s.suite
         if suite is None:
             r.bad(f"{key}.suite", "the pairing has no suite", 'set [matrix] suite = "<id>" or give the entry suite = "<id>"')
-        elif suite not in suites:
-            r.bad(f"{key}.suite" if entry.suite is not None else "matrix.suite", f"unknown suite {suite!r}",
-                  f"declare [suite.{suite}] or use one of: {', '.join(suites) or '(none declared)'}")
-        modes = entry.modes if entry.modes is not None else (s.modes if s.modes is not None else MODES)
-        if entry.modes is None and s.modes is not None and (not s.modes or any(m not in MODES for m in s.modes)):
-            modes = MODES  # matrix.modes is wrong, and that problem is already reported
-        if not modes or any(m not in MODES for m in modes):
-            problem = "is empty: the pairing would run nothing" if not modes else f"must be a list drawn from {list(MODES)}"
-            r.bad(f"{key}.modes", problem, 'modes = ["normal"]')
-            modes = MODES
+        else:
+            _declared(r, f"{key}.suite" if entry.suite is not None else "matrix.suite", suite, "suite", suites)
+        if entry.modes is not None:
+            if not entry.modes:
+                r.bad(f"{key}.modes", "is empty: the pairing would run nothing", 'modes = ["normal"]')
+            known = [r.choice(f"{key}.modes[{i}]", m, MODES, "a mode", f"use some of: {', '.join(MODES)}")
+                     for i, m in enumerate(entry.modes)]
+            modes = entry.modes if entry.modes and all(known) else MODES
+        else:  # a wrong matrix.modes is reported once, by the loader
+            modes = s.modes if s.modes and all(m in MODES for m in s.modes) else MODES
         full = {"python": entry.python, "ort": entry.ort, "torch": entry.torch, "libs": entry.libs, "suite": suite}
         if any(all(getattr(ex, k) in (None, full[k]) for k in full) for ex in exclude):
             continue
