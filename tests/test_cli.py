@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO
+from conftest import PY
 from test_driver import fake_smi
+from test_layout import package_sources
 
 from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
@@ -19,15 +20,9 @@ CPU_CELL = f"gpu-{PY}-cpu"
 @pytest.fixture(scope="session")
 def tool(tmp_path_factory) -> Path:
     """`pip install .` of this checkout into a fresh venv (uv when there is one); the venv's bin dir.
-
-    The build reads a copy of the package's sources, so two test processes never build in the checkout
-    at once; the copy holds what pyproject.toml packages, nothing else of the tree.
-    """
+    It builds from a fresh copy of the package's sources (test_layout.package_sources says why)."""
     d = tmp_path_factory.mktemp("tool")
-    src = d / "src"
-    for name in ("ort_gpu_matrix", "ort_matrix_probe", "sessions", "suites"):
-        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "pyproject.toml", src / "pyproject.toml")
+    src = package_sources(d / "src")
     venv = d / "venv"
     uv = shutil.which("uv")
     if uv:
