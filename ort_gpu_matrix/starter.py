@@ -222,9 +222,6 @@ class InitError(Exception):
 def write(path: Path, text: str) -> None:
     """Write `text` to `path` only if nothing is there, and only once it loads as a matrix."""
     path = path.absolute()
-    if os.path.lexists(path):
-        raise InitError(f"{path} already exists; init never overwrites a file\n"
-                        f"    fix: remove it first, or write another: ort-gpu-matrix init --matrix other.toml")
     if not path.parent.is_dir():
         raise InitError(f"{path.parent} is not a directory\n    fix: create it first, or pass --matrix in an existing dir")
     fd, tmp = tempfile.mkstemp(prefix=".matrix-init-", suffix=".toml", dir=path.parent)
@@ -240,7 +237,7 @@ def write(path: Path, text: str) -> None:
             raise InitError(f"the starter matrix does not load (a bug in ort-gpu-matrix, please report it):\n"
                             f"{exc.render()}") from None
         try:
-            os.link(tmp, path)  # fails if the name was taken meanwhile: never over a file
+            os.link(tmp, path)  # refuses a name that is taken, atomically: never over a file, never half a file
         except FileExistsError:
             raise InitError(f"{path} already exists; init never overwrites a file\n"
                             "    fix: remove it first, or write another: ort-gpu-matrix init --matrix other.toml") from None

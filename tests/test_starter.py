@@ -90,13 +90,16 @@ def test_the_built_in_suites_are_the_shipped_matrix_s_read_from_the_package(host
     assert (suites_dir() / "dispatch" / "test_dispatch.py").is_file()
 
 
-def test_write_refuses_an_existing_file_and_a_missing_dir_and_leaves_nothing(tmp_path):
+def test_write_refuses_an_existing_file_and_a_missing_dir_and_leaves_nothing(host, tmp_path):
+    good = render(survey(host))
     (tmp_path / "matrix.toml").write_text("mine\n")
-    with pytest.raises(InitError, match="already exists; init never overwrites a file"):
-        write(tmp_path / "matrix.toml", "[matrix]\n")
-    assert (tmp_path / "matrix.toml").read_text() == "mine\n"
+    (tmp_path / "link.toml").symlink_to(tmp_path / "nowhere")  # a dangling link is taken too
+    for taken in ("matrix.toml", "link.toml"):
+        with pytest.raises(InitError, match="already exists; init never overwrites a file"):
+            write(tmp_path / taken, good)
+    assert (tmp_path / "matrix.toml").read_text() == "mine\n" and not (tmp_path / "nowhere").exists()
     with pytest.raises(InitError, match="is not a directory"):
-        write(tmp_path / "nope" / "matrix.toml", "[matrix]\n")
+        write(tmp_path / "nope" / "matrix.toml", good)
     with pytest.raises(InitError, match="the starter matrix does not load"):
         write(tmp_path / "broken.toml", "[matrix]\nbogus = 1\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.toml", "matrix.toml"]
