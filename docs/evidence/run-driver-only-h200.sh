@@ -9,34 +9,57 @@
 # doctor.txt, run.txt (plain ort-gpu-matrix), old-driver-l.txt (a fake 535 driver first on PATH), audits.md,
 # pip-libs.txt (the pinned wheels as installed), results.tar.gz. The hidden files are put back on exit.
 set -uo pipefail
+USR_LOCAL=${USR_LOCAL:-/usr/local} SYSLIB=${SYSLIB:-/usr/lib/x86_64-linux-gnu}  # overridable to try hide/restore
+LIBS='libcudnn* libcudart* libcublas* libcufft* libcurand* libcusparse* libcusolver* libnvrtc* libnvJitLink* libnvjitlink* libnpp* libnvblas*'
+
+hide() {  # every $USR_LOCAL/cuda* and the CUDA/cuDNN libraries of $SYSLIB into $HIDE (the driver's libcuda stays)
+  mkdir -p "$HIDE/usr-local" "$HIDE/lib" || return 1
+  : > "$HIDE/moved.txt"
+  for d in "$USR_LOCAL"/cuda*; do
+    [ -e "$d" ] || [ -L "$d" ] || continue
+    mv "$d" "$HIDE/usr-local/" && echo "$d" >> "$HIDE/moved.txt"
+  done
+  for pattern in $LIBS; do
+    for f in "$SYSLIB"/$pattern; do
+      [ -e "$f" ] || [ -L "$f" ] || continue
+      mv "$f" "$HIDE/lib/" && echo "$f" >> "$HIDE/moved.txt"
+    done
+  done
+  [ "$SYSLIB" = /usr/lib/x86_64-linux-gnu ] && ldconfig
+  return 0
+}
+
+restore() {  # everything hide() moved, back where it was
+  [ -d "$HIDE" ] || return 0
+  for f in "$HIDE"/usr-local/* "$HIDE"/usr-local/.[!.]*; do { [ -e "$f" ] || [ -L "$f" ]; } && mv "$f" "$USR_LOCAL/"; done
+  for f in "$HIDE"/lib/* "$HIDE"/lib/.[!.]*; do { [ -e "$f" ] || [ -L "$f" ]; } && mv "$f" "$SYSLIB/"; done
+  rm -f "$HIDE/moved.txt"; rmdir "$HIDE/usr-local" "$HIDE/lib" "$HIDE"
+  [ "$SYSLIB" = /usr/lib/x86_64-linux-gnu ] && ldconfig
+  return 0
+}
+[ -n "${FUNCTIONS_ONLY:-}" ] && return 0  # sourced to try hide/restore on other dirs
+
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs}"
 REPO=$PWD
 [ "$(id -u)" = 0 ] || { echo "needs root: it moves the system CUDA libraries aside and back" >&2; exit 1; }
+[ ! -e /root/.driver-only-hidden ] || { echo "/root/.driver-only-hidden exists: an earlier run did not restore; look there" >&2; exit 1; }
 
 # 1. the tool, as a user installs it (into the image's python, which holds torch), offline
 python3 -m pip install -q --no-index --find-links /root/wheelhouse "$REPO" || exit 1
 TOOL=$(python3 -c 'import os, sys; print(os.path.join(os.path.dirname(sys.executable), "ort-gpu-matrix"))')
 [ -x "$TOOL" ] || { echo "no console script at $TOOL" >&2; exit 1; }
 
-# 2. hide the system CUDA and cuDNN: moved into one dir that no loader searches, put back by the trap
+# 2. hide the system CUDA and cuDNN: moved into one dir no loader searches, put back by the trap
 HIDE=/root/.driver-only-hidden
-LIBS='libcudnn* libcudart* libcublas* libcublasLt* libcufft* libcurand* libcusparse* libcusolver* libnvrtc* libnvJitLink* libnvjitlink* libnpp* libnvblas*'
-restore() {
-  [ -d "$HIDE" ] || return 0
-  for f in "$HIDE"/usr-local/* "$HIDE"/usr-local/.[!.]*; do [ -e "$f" ] || [ -L "$f" ] && mv "$f" /usr/local/; done
-  for f in "$HIDE"/lib/*; do [ -e "$f" ] || [ -L "$f" ] && mv "$f" /usr/lib/x86_64-linux-gnu/; done
-  rmdir "$HIDE"/usr-local "$HIDE"/lib "$HIDE" 2>/dev/null; ldconfig
-}
 trap restore EXIT
-mkdir -p "$HIDE/usr-local" "$HIDE/lib"
+hide || exit 1
 {
   echo "## driver"; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
-  cat /proc/driver/nvidia/version 2>/dev/null | head -1
-  echo "## hidden"
-  for d in /usr/local/cuda*; do [ -e "$d" ] || [ -L "$d" ] || continue; echo "$d"; mv "$d" "$HIDE/usr-local/"; done
-  (cd /usr/lib/x86_64-linux-gnu && for f in $LIBS; do [ -e "$f" ] || [ -L "$f" ] || continue; echo "/usr/lib/x86_64-linux-gnu/$f"; mv "$f" "$HIDE/lib/"; done)
-  ldconfig
+  head -1 /proc/driver/nvidia/version 2>/dev/null
+  echo "## what the driver check costs each nox -l (one nvidia-smi per process), 3 times"
+  TIMEFORMAT='%R s'; for i in 1 2 3; do time nvidia-smi --query-gpu=driver_version --format=csv,noheader; done
+  echo "## hidden"; cat "$HIDE/moved.txt"
   echo "## proof: the loader finds no system CUDA or cuDNN, and still finds the driver"
   echo "ldconfig -p | grep -E 'libcud(art|nn)|libcublas': $(ldconfig -p | grep -cE 'libcud(art|nn)|libcublas') entries"
   python3 - <<'PY'
@@ -64,9 +87,10 @@ cp "$REPO/docs/evidence/driver-only/matrix.toml" driver-only.toml
 
 # 4. the same listing with a driver too old for CUDA 13 first on PATH (a real script standing in for nvidia-smi)
 mkdir -p "$W/old-driver"
-cat > "$W/old-driver/nvidia-smi" <<'SH'
+REAL_SMI=$(command -v nvidia-smi)
+cat > "$W/old-driver/nvidia-smi" <<SH
 #!/bin/sh
-case "$1" in --query-gpu=driver_version) echo 535.104.05 ;; *) exec /usr/bin/nvidia-smi "$@" ;; esac
+case "\$1" in --query-gpu=driver_version) echo 535.104.05 ;; *) exec $REAL_SMI "\$@" ;; esac
 SH
 chmod +x "$W/old-driver/nvidia-smi"
 PATH="$W/old-driver:$PATH" "$TOOL" --matrix driver-only.toml -l > "$OUT/old-driver-l.txt" 2>&1
