@@ -188,3 +188,38 @@ def test_a_gpu_slot_sweep_starts_its_children_with_the_packaged_noxfile(tool, wh
     assert f"{CPU_CELL}-normal: PASS" in child_log, child_log[-2000:]
     sweep = json.loads((tmp_path / ".matrix" / "results" / "sweep.json").read_text())
     assert sweep["ok"] and [c["verdict"] for c in sweep["cells"]] == ["pass"]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], (None, None, [])),
+    (["-l"], (None, None, ["-l"])),
+    (["--matrix", "m.toml", "-s", "sweep", "--", "--baseline", "b", "--matrix", "x"],
+     ("m.toml", None, ["-s", "sweep", "--", "--baseline", "b", "--matrix", "x"])),  # after --: the session's
+    (["--matrix=m.toml", "init"], ("m.toml", "init", [])),
+    (["init", "--matrix", "m.toml"], ("m.toml", "init", [])),
+    (["-s", "init"], (None, None, ["-s", "init"])),  # a session named init is nox's business
+])
+def test_the_command_line_splits_into_ours_and_nox_s(argv, expected):
+    from ort_gpu_matrix.cli import parse
+
+    assert parse(argv) == expected
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--matrix"], "--matrix needs a path"),
+    (["-f", "noxfile.py"], "-f: ort-gpu-matrix runs its own noxfile"),
+    (["--noxfile=x.py"], "runs its own noxfile"),
+    (["init", "-l"], "init takes only --matrix, not -l"),
+])
+def test_a_command_line_it_cannot_run_is_refused_with_the_fix(argv, words):
+    from ort_gpu_matrix.cli import UsageError, parse
+
+    with pytest.raises(UsageError, match=words) as info:
+        parse(argv)
+    assert "\n    fix: " in str(info.value)
+
+
+def test_help_shows_ours_then_nox_s(tool, tmp_path):
+    proc = run(tool, "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: ort-gpu-matrix [--matrix PATH]")
+    assert "--sessions" in proc.stdout and not list(tmp_path.iterdir())

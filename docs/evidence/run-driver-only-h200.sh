@@ -7,7 +7,8 @@
 #   ../shared/device/stage onnxruntime-gpu==1.31.1 nvidia-cuda-runtime==13.0.96 nvidia-cudnn-cu13==9.19.0.56 onnx==1.20.1 pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools packaging uv setuptools
 # Writes into $OUT: host.txt (driver, what was hidden and the proof), init.txt and init-matrix.toml, nox-l.txt,
 # doctor.txt, run.txt (plain ort-gpu-matrix), old-driver-l.txt (a fake 535 driver first on PATH), audits.md,
-# pip-libs.txt (the pinned wheels as installed), results.tar.gz. The hidden files are put back on exit.
+# pip-libs.txt (the pinned wheels as installed), ldd.txt (what ORT's CUDA provider needs, and what the pip set alone
+# resolves), results.tar.gz. The hidden files are put back on exit.
 set -uo pipefail
 USR_LOCAL=${USR_LOCAL:-/usr/local} SYSLIB=${SYSLIB:-/usr/lib/x86_64-linux-gnu}  # overridable to try hide/restore
 LIBS='libcudnn* libcudart* libcublas* libcufft* libcurand* libcusparse* libcusolver* libnvrtc* libnvJitLink* libnvjitlink* libnpp* libnvblas*'
@@ -118,5 +119,11 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("gpu-*.json")):
           f"{r['env'].get('LD_PRELOAD') or '-'} | {cudnn.get('file')} ({cudnn.get('version')}) | {cudart.get('file')} | "
           f"{', '.join(system) or 'none'} | {'; '.join(r['reasons'])[:300] or '-'} |")
 PY
+# which CUDA libraries ORT's CUDA provider needs, and which the pip13 set alone resolves (the rest must come
+# from torch, imported first): shows what a pip set without torch would have to add
+SET_DIRS=$(ls -d .matrix/venvs/.libs/pip13-*/nvidia/*/lib 2>/dev/null | paste -sd:)
+for so in .matrix/venvs/*/lib/python3.12/site-packages/onnxruntime/capi/libonnxruntime_providers_cuda.so; do
+  echo "## $so, LD_LIBRARY_PATH=$SET_DIRS"; LD_LIBRARY_PATH=$SET_DIRS ldd "$so" | grep -E "not found|libcu|libnv"
+done > "$OUT/ldd.txt" 2>&1
 tar -C .matrix/results -czf "$OUT/results.tar.gz" . 2>/dev/null
-tail -n 25 "$OUT/run.txt"; cat "$OUT/audits.md" "$OUT/pip-libs.txt"; tail -n 5 "$OUT/old-driver-l.txt"
+tail -n 25 "$OUT/run.txt"; cat "$OUT/audits.md" "$OUT/pip-libs.txt" "$OUT/ldd.txt"; tail -n 5 "$OUT/old-driver-l.txt"
