@@ -19,8 +19,8 @@ from pathlib import Path
 import ort_matrix_probe
 from ort_matrix_probe.audit import file_version
 
-from . import libsets
-from .cells import cells_of
+from . import driver, libsets
+from .cells import Cell, cells_of
 from .config.model import Matrix
 from .elf import kind
 from .errors import MatrixError, anywhere
@@ -99,6 +99,33 @@ def why_not(err: MatrixError) -> str:
     return "; ".join(p.problem for p in err.problems)
 
 
+def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved | MatrixError]) -> None:
+    """The NVIDIA driver, which CUDA majors it serves, and what each CUDA cell needs of it."""
+    found = driver.installed()
+    rep.add()
+    rep.add("NVIDIA driver")
+    majors = sorted(driver.MIN_DRIVER.items())
+    if found.version is None:
+        rep.add(f"  none ({found.why_none}): cells that run a CUDA build of ORT cannot run here")
+    else:
+        serves = [f"{m}.x (>= {v})" for m, v in majors if driver.as_tuple(v) <= driver.as_tuple(found.version)]
+        short = [f"{m}.x (needs >= {v})" for m, v in majors if driver.as_tuple(v) > driver.as_tuple(found.version)]
+        rep.add(f"  {found.version} (nvidia-smi): serves CUDA {', '.join(serves) or 'none of ours'}"
+                + (f"; too old for CUDA {', '.join(short)}" if short else ""))
+    for c in cells:
+        if not driver.is_cuda_build(c):
+            continue
+        r = checked[c.name]
+        pinned, site = ((), None) if isinstance(r, MatrixError) else (r.preload, r.torch_site)
+        need = driver.needed(c, pinned, site)
+        if need is None:
+            rep.add(f"  {c.name}: a CUDA build of ORT, no CUDA major named by its parts: any driver")
+            continue
+        ok = found.version is not None and driver.as_tuple(found.version) >= driver.as_tuple(need[0])
+        rep.add(f"  {c.name}: CUDA {need[1]}, needs >= {need[0]} ({need[2]}: {need[3]}): "
+                + ("ok" if ok else "not here"))
+
+
 def run(matrix: Matrix) -> Report:
     rep = Report()
     cells = cells_of(matrix)
@@ -154,6 +181,7 @@ def run(matrix: Matrix) -> Report:
     rep.add("GPUs:" + (" none (no nvidia-smi, or it lists none)" if not found else ""))
     for g in found:
         rep.add(f"  {g}")
+    driver_section(rep, cells, checked)
     rep.add()
     rep.add("torch environments")
     for t in matrix.torch.values():

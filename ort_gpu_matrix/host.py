@@ -23,10 +23,12 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from . import driver
 from .cells import Cell
 from .config.model import Matrix
 from .elf import fits, header_problem
 from .errors import MatrixError, Problem
+from .packaged import builtin_vars
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -57,11 +59,12 @@ class _Checker:
         self.problems.append(Problem(str(self.matrix.path), key, problem, fix))
 
     def expand(self, text: str, key: str) -> str | None:
-        missing = [v for v in _VAR.findall(text) if v not in os.environ]
+        known = {**os.environ, **builtin_vars()}  # ${ORT_GPU_MATRIX_SUITES}: the package's, whatever is exported
+        missing = [v for v in _VAR.findall(text) if v not in known]
         if missing:
             self.bad(key, f"uses ${{{missing[0]}}}, which is not set", f"export {missing[0]}=... before running nox")
             return None
-        return _VAR.sub(lambda m: os.environ[m.group(1)], text)
+        return _VAR.sub(lambda m: known[m.group(1)], text)
 
     def path(self, text: str, key: str, base: Path | None = None) -> Path | None:
         expanded = self.expand(text, key)
@@ -389,6 +392,8 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
                 c.bad(f"{skey}.pythonpath", f"{p} is not a directory", "list directories relative to root")
             elif p is not None:
                 pythonpath.append(str(p))
+    for key, problem, fix in driver.problems(cell, preload, torch_site):  # the driver this cell's CUDA needs
+        c.bad(key, problem, fix)
     if c.problems:
         raise MatrixError(c.problems)
     return Resolved(interpreter or "", ort_install, wheel, torch_site, preload, tuple(wheelhouse),

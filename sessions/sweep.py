@@ -66,7 +66,8 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
     return args, extra
 
 
-def register(nox: Any, default_matrix: Path) -> None:
+def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
+    """`sweep` and `report`; a --gpus sweep starts its children with `noxfile`, the one that registered it."""
     overrides = Overrides.from_environ()
     matrix_file = overrides.matrix_toml or default_matrix
 
@@ -89,7 +90,7 @@ def register(nox: Any, default_matrix: Path) -> None:
                           *(["--", *pytest_args] if pytest_args else [])]
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
                           log=session.log, echo=print, slots=gpu_slots,
-                          child_args=child_args, noxfile=default_matrix.parent / "noxfile.py", child=args.child)
+                          child_args=child_args, noxfile=noxfile, child=args.child)
         except (MatrixError, SelectionError, BaselineError, GpuError, SweepError) as exc:
             session.error(str(exc))
             return

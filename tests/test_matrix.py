@@ -109,11 +109,14 @@ def test_a_cell_this_host_cannot_run_is_listed_but_not_default(harness, tmp_path
 
 
 def test_shipped_matrix_describes_the_release_matrix():
-    """cu129 on two pythons, cu130, the H200 image and its unpinned twin, and a CPU cell for the running python."""
+    """cu129 on two pythons, cu130, the H200 image and its unpinned twin, pip CUDA 12 and 13 (a driver is all they
+    need of the host), and a CPU cell for the running python."""
     matrix = load_matrix(REPO / "matrix.toml")
     cells = {c.name: c for c in cells_of(matrix)}
     assert list(cells) == ["gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
-                           f"gpu-{PY}-cpu"]
+                           "gpu-3.12-pip12", "gpu-3.12-pip13", f"gpu-{PY}-cpu"]
+    assert cells["gpu-3.12-pip12"].ort.index_url and cells["gpu-3.12-pip12"].torch.index_url.endswith("/cu129")
+    assert not cells["gpu-3.12-pip13"].ort.index_url and cells["gpu-3.12-pip13"].torch.index_url.endswith("/cu130")
     assert cells["gpu-3.11-cu129"].torch.index_url == "https://download.pytorch.org/whl/cu129"
     assert cells["gpu-3.12-cu130"].torch.index_url == "https://download.pytorch.org/whl/cu130"
     assert cells["gpu-3.11-cu129"].libs.search and cells["gpu-3.12-cu130"].libs.search
