@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline
-from .compare import Comparison, LibsDiff, compare, libs_comparison
+from .compare import Comparison, LibsDiff, add_stale_rules, compare, libs_comparison
 from .results import Result, ResultError, load
 
 REPORT_FILES = ("report.md", "report.html")
@@ -47,6 +47,8 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
     ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
                          "suite": r.cell.suite} for r in results}
     comparison = compare(baseline, run) if baseline is not None else None
+    if comparison is not None:
+        add_stale_rules(comparison, results)
     changes: dict[str, tuple[Any, Any]] = {}
     if baseline is not None:
         for cell, modes in run.cells.items():

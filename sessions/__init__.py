@@ -4,6 +4,7 @@
     cells.py   one session per cell (all its modes, then a table) and one per cell and mode
     sweep.py   `sweep` (every cell, one report, regressions against a baseline) and `report`
     matrix.py  `matrix -- --github`: the cells as GitHub Actions strategy.matrix JSON
+    calibrate.py  `calibrate`: the expectations that accept today's outcome, written for review
 
 The engine (ort_gpu_matrix) never imports nox; these modules are the only ones that touch it.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import cells, doctor, matrix, sweep
+from . import calibrate, cells, doctor, matrix, sweep
 
 
 def register(nox: Any, default_matrix: Path) -> None:
@@ -23,3 +24,4 @@ def register(nox: Any, default_matrix: Path) -> None:
     doctor.register_fallback(nox, default_matrix, runnable)
     sweep.register(nox, default_matrix)
     matrix.register(nox, default_matrix)
+    calibrate.register(nox, default_matrix)
