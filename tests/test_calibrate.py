@@ -186,6 +186,11 @@ def test_a_fixed_failure_is_a_stale_rule_in_the_run_the_sweep_and_the_next_calib
     assert c.data()["normal"]["min_passed"] == 5
     clean = c.nox("-s", CELL)
     assert clean.returncode == 0 and "stale rule" not in clean.stdout, clean.stdout[-3000:]
+    # a run whose tests never had the chance to match (nothing collected) makes no rule stale
+    empty = c.nox("-s", f"{CELL}-normal", "--", "-k", "nothing_has_this_name")
+    r = c.result(f"{CELL}-normal")
+    assert empty.returncode != 0 and r["pytest_exit_code"] == 5
+    assert r["stale_rules"] == [] and not any("stale rule" in w for w in r["warnings"])
 
 
 def test_calibrate_refuses_to_accept_the_canarys_own_failure(tmp_path, venvs):
