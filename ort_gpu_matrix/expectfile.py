@@ -68,13 +68,20 @@ class ModeTable:
     """One [expect.<mode>] table, in the order it is written."""
 
     mode: str
+    kept: dict[str, str | int | tuple[str, ...]] = field(default_factory=dict)  # the old file's other keys, as they were
     counts: list[Count] = field(default_factory=list)
     skips: list[Skip] | None = None  # None: the key is not written
     rules: dict[str, list[Rule]] = field(default_factory=dict)  # known_failures, known_toothless -> rules
 
     @property
     def empty(self) -> bool:
-        return not self.counts and self.skips is None and not self.rules
+        return not self.kept and not self.counts and self.skips is None and not self.rules
+
+
+def value(v: str | int | tuple[str, ...]) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(string(x) for x in v) + "]"
+    return string(v) if isinstance(v, str) else str(v)
 
 
 def _observed(obs: Sequence[Observation]) -> str:
@@ -93,6 +100,7 @@ def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
         if t.empty:
             continue
         lines += ["", f"[expect.{t.mode}]"]
+        lines += [f"{k} = {value(v)}" for k, v in t.kept.items()]
         lines += [f"{c.key} = {c.value}  # {comment(c.note)}" for c in t.counts]
         if t.skips is not None:
             lines.append("allowed_skips = [")

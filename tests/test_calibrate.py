@@ -157,7 +157,8 @@ def test_a_fixed_failure_is_a_stale_rule_in_the_run_the_sweep_and_the_next_calib
     text = c.expect.read_text()
     hostile = "reason = \"AssertionError: hostile 'q\\\"uote\\\\\\\\back' \\t tab\""
     assert text.count(hostile) == 3, text
-    c.expect.write_text(text.replace(hostile, 'reason = "tracked in issue 42"', 1))  # a person's edit
+    text = text.replace(hostile, 'reason = "tracked in issue 42"', 1)  # a person's edits
+    c.expect.write_text(text.replace("[expect.normal]\n", '[expect.normal]\nrequire_kernel = "CUDNN_FLASH_ATTENTION"\n'))
     base = c.nox("-s", "sweep", "--", "--save-baseline", "before-fix")
     assert base.returncode == 0, base.stdout[-3000:]
 
@@ -183,6 +184,7 @@ def test_a_fixed_failure_is_a_stale_rule_in_the_run_the_sweep_and_the_next_calib
         assert f"dropped stale rule: {mode} known_failures {BROKEN!r} (" in again.stdout
         assert BROKEN not in _tests(c.data()[mode]["known_failures"])
     assert c.expect.read_text().count('reason = "tracked in issue 42"') == 1  # kept, as the person wrote it
+    assert c.data()["normal"]["require_kernel"] == "CUDNN_FLASH_ATTENTION"  # a key calibrate does not write: kept
     assert c.data()["normal"]["min_passed"] == 5
     clean = c.nox("-s", CELL)
     assert clean.returncode == 0 and "stale rule" not in clean.stdout, clean.stdout[-3000:]
