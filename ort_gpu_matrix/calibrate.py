@@ -23,6 +23,7 @@ rules without observations, any cell of the suite) was not calibrated this time.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -49,6 +50,7 @@ from .venvs import BuildError
 from .verdicts import Dispatch, TestResult, expectation_reasons, first_line, tests_of
 
 FAILING = ("failed", "error")
+CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless"}  # written here
 Say = Callable[[str], None]
 
 
@@ -272,6 +274,8 @@ class SuiteCalibration:
     def table(self, mode: str) -> ModeTable:
         runs = [s for s in self.runs if s.mode == mode]
         t = ModeTable(mode)
+        for key in sorted(self.old_keys.get(mode, set()) - CALIBRATED):  # require_kernel, message, ...: a person's
+            t.kept[key] = getattr(self.suite.expect[mode], key)
         if mode == "teeth":
             bitten = {s.cell.name: len(_bitten(s)) for s in runs}
             for cell in sorted(c for c, n in bitten.items() if n == 0):
@@ -302,20 +306,23 @@ class SuiteCalibration:
 
 def _report(result: Result, search: Sequence[Path]) -> dict[str, Any] | None:
     """The run's probe report, from its bundle; looked for under `search` too when the results were moved."""
-    candidates = [Path(result.report)] if result.report else []
-    for d in search:
-        candidates += sorted(d.rglob(f"runs/{result.session}/{result.run_id}/report.json"))
-    for path in candidates:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("tests"), dict):
+    moved = (p for d in search for p in sorted(d.rglob(f"runs/{result.session}/{result.run_id}/report.json")))
+    for path in itertools.chain([Path(result.report)] if result.report else [], moved):
+        data = _json(path)
+        if data is not None:
             return data
-    if not candidates:
-        return None
+    if result.report is None:
+        return None  # the run wrote none
     raise CalibrateError(f"{result.session}: its probe report ({result.report}) cannot be read: calibrate reads each "
                          "test's failure message and skip reason from it; copy the results dir whole, runs/ included")
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
 
 
 def _seen(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> Seen | None:
@@ -493,7 +500,7 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
         say(f"wrote {path}: " + "; ".join(_summary(t) for t in tables))
         _still_failing(sid, runs, expect, say)
         if own != path:
-            say(f'to use it, add expect_file = "{rel}" to [suite.{sid}] in {matrix.path}')
+            say(f'to use it, set expect_file = "{rel}" in [suite.{sid}] of {matrix.path}')
     return out
 
 
