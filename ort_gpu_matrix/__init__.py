@@ -10,6 +10,7 @@ Data flows one way, one module a stage:
     verdicts  counts, census, coverage and audit -> a verdict
     results   a typed, versioned Result, stored atomically
     render/   how results are shown
+    calibrate results -> the expect file that accepts them (expectfile writes it), for review
 
 modes (what each mode sets and how it is judged) and kernels (tier names) are
 the shared vocabulary; harness ties one cell's stages together.

@@ -15,8 +15,9 @@ A test that is new in the sweep and fails counts as a `test` regression too (new
 `--gate regressions` a mode that was failing already must not hide a failure it did not have.
 
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
-failure fixed, or a new passing test), a toothless test now bitten. A teeth run with nothing to
-cover is never an improvement.
+failure fixed, or a new passing test), a toothless test now bitten, and `stale-rule`: an expectation
+of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
+an improvement.
 
 A baseline mode the sweep has no result for is one of:
     removed       its cell is no longer in the matrix
@@ -28,10 +29,12 @@ Cells or modes only the sweep has are listed as added.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .baseline import Baseline, ModeRecord
+from .results import Result
 
 REGRESSION_KINDS = ("verdict", "test", "tier", "teeth", "count", "library", "flaky")
 
@@ -162,6 +165,15 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Co
     order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
     cmp.regressions.sort(key=lambda c: (order.get(c.kind, 99), c.cell, c.mode or "", c.test or ""))
     return cmp
+
+
+def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
+    """Each expectation the new run found stale (verdicts.py) is an improvement of kind `stale-rule`:
+    the failure it accepted is gone, the toothless test bites, the skip no longer happens."""
+    for r in sorted(results, key=lambda r: (r.cell.name, r.mode)):
+        for s in r.stale_rules:
+            cmp.improvements.append(Change("stale-rule", r.cell.name, r.mode, s.get("pattern"), s.get("key"),
+                                           s.get("why")))
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         try:
             outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log)
             verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
-                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint))
+                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint), cell=cell.name)
             result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
                                    results.new_run_id(outcome.started))
             stored = results.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,

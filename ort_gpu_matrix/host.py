@@ -392,6 +392,10 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
                 c.bad(f"{skey}.pythonpath", f"{p} is not a directory", "list directories relative to root")
             elif p is not None:
                 pythonpath.append(str(p))
+    expect = matrix.expect_path(suite)
+    if expect is not None and not expect.is_file():  # a calibrate run writes it; until then no cell of the suite runs
+        c.bad(f"{skey}.expect_file", f"{expect} does not exist",
+              f"write it with `nox -s calibrate -- {cell.name}` (or --write PATH), or remove expect_file")
     for key, problem, fix in driver.problems(cell, preload, torch_site):  # the driver this cell's CUDA needs
         c.bad(key, problem, fix)
     if c.problems:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline
-from .compare import Comparison, LibsDiff, Scope, compare, libs_comparison
+from .compare import Comparison, LibsDiff, Scope, add_stale_rules, compare, libs_comparison
 from .results import Result, ResultError, load
 
 REPORT_FILES = ("report.md", "report.html")
@@ -90,6 +90,8 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
                          "suite": r.cell.suite} for r in results}
     comparison = compare(baseline, run, scope) if baseline is not None else None
     verdicts = {(c, m): rec.verdict for c, modes in baseline.cells.items() for m, rec in modes.items()} if baseline else {}
+    if comparison is not None:
+        add_stale_rules(comparison, results)
     changes: dict[str, tuple[Any, Any]] = {}
     if baseline is not None:
         for cell, modes in run.cells.items():

@@ -106,6 +106,7 @@ class Result:
     run_id: str = ""
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
+    stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -204,6 +205,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         gpu=gpus.this_run(),
         run_id=run_id,
         stopped=outcome.stopped,
+        stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
     )
 
 

@@ -7,6 +7,7 @@ What each mode checks on top comes from modes.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -100,6 +101,25 @@ class Libraries:
     audits: list[Audit] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class StaleRule:
+    """An expectation that matched nothing in a run: a known failure that now passes, a toothless test that
+    now bites, an allowed skip that no longer happens. Kept rules that accept nothing hide the next change."""
+
+    key: str  # known_failures, known_toothless, allowed_skips
+    pattern: str  # the rule's test regex, or the skip pattern
+    reason: str  # the rule's reason ("" for a skip pattern)
+    why: str  # what the run showed instead
+    observed: tuple[str, ...] = ()  # the cells the rule was calibrated in (empty: written by hand)
+
+    def to_dict(self, mode: str) -> dict[str, str]:
+        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why}
+
+    def warning(self) -> str:
+        return f"stale rule: {self.key} {self.pattern!r} matched nothing in this run ({self.why}); " \
+               "`nox -s calibrate` drops it"
+
+
 @dataclass
 class Findings:
     """What the mode-specific judging adds to a verdict."""
@@ -107,6 +127,7 @@ class Findings:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     coverage: TeethCoverage | None = None
+    stale: list[StaleRule] = field(default_factory=list)  # rules that matched nothing (before the cell filter)
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,7 @@ class Verdict:
     teeth_coverage: TeethCoverage | None = None
     outcomes: dict[str, str] = field(default_factory=dict)  # node id -> outcome, every test with one
     reruns: dict[str, int] = field(default_factory=dict)  # node id -> failed attempts rerun, where any
+    stale_rules: list[StaleRule] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -171,6 +193,18 @@ def count(report: ProbeReport | None, tests: list[TestResult], collected: int | 
 
 def _matches(rules: tuple[Rule, ...], nodeid: str) -> bool:
     return any(re.search(r.test, nodeid) for r in rules)
+
+
+def _stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[TestResult]) -> list[StaleRule]:
+    """The known_failures rules that matched none of the `failing` tests, each with what its tests did instead."""
+    out = []
+    for rule in rules:
+        if any(re.search(rule.test, n) for n in failing):
+            continue
+        ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        why = f"no longer fails: {_listing(ran)}" if ran else "it matched no test that ran (gone, renamed or deselected)"
+        out.append(StaleRule("known_failures", rule.test, rule.reason, why, tuple(o.cell for o in rule.observed)))
+    return out
 
 
 def _listing(items: list[str]) -> str:
@@ -270,6 +304,11 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
            if t.outcome in ("failed", "error") and not _matches(expect.known_failures, t.nodeid)]
     if bad:
         out.reasons.append(f"{len(bad)} unexpected failure(s): {_listing(bad)}")
+    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")],
+                                 tests)
+    skips = [t.message for t in tests if t.outcome == "skipped"]
+    out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
+                  for p in expect.allowed_skips if not any(re.search(p, m) for m in skips)]
     return out
 
 
@@ -291,6 +330,9 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
                            f"min_failures is {expect.min_failures}")
     if other:
         out.reasons.append(f"{len(other)} failure(s) other than the canary's: {_listing(other)}")
+    shown = [dataclasses.replace(t, outcome="bitten") if t.nodeid in bitten else t for t in tests]
+    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")
+                                                         and t.nodeid not in bitten], shown)
     if prior is None:
         out.warnings.append("teeth coverage not checked: no up-to-date require_cudnn result for this pairing")
         out.coverage = TeethCoverage(checked=False)
@@ -304,12 +346,30 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     if undeclared:
         out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
                            f"fail with the verbatim message when MATH was forced: {_listing(undeclared)}")
+    for rule in expect.known_toothless:
+        if any(re.search(rule.test, n) for n in toothless):
+            continue
+        bites = [n for n in cudnn_tests if n in bitten and re.search(rule.test, n)]
+        others = sorted(t.nodeid for t in tests if t.nodeid not in cudnn_tests and re.search(rule.test, t.nodeid))
+        why = (f"it now bites: {_listing(bites)}" if bites else
+               f"no longer a {CUDNN} test in require_cudnn: {_listing(others)}" if others else
+               "it matched no test that ran (gone, renamed or deselected)")
+        out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, why, tuple(o.cell for o in rule.observed)))
     out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
                                  declared, undeclared, sorted(n for n in cudnn_tests if n in bitten))
     return out
 
 
 OutcomeJudge = Callable[[DispatchExpect, list[TestResult], Counts, Dispatch | None], Findings]
+
+
+def expectation_reasons(outcomes: OutcomeJudge, expect: DispatchExpect, tests: list[TestResult], counts: Counts,
+                        prior: Dispatch | None) -> list[str]:
+    """What the expectations alone hold against a run's tests: the mode's own judge and the dispatch rules.
+    Calibrate re-judges a run with this under the expectations it wrote, to say what they cannot accept."""
+    reasons = outcomes(expect, tests, counts, prior).reasons
+    _dispatch_rules(expect, tests, reasons)
+    return reasons
 
 
 def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[str]:
@@ -357,22 +417,36 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
     return reasons
 
 
+def stale_in(found: list[StaleRule], cell: str | None, complete: bool) -> list[StaleRule]:
+    """The stale rules that count for `cell`: none from a run that did not complete (its tests never had
+    the chance to match), and a calibrated rule only in the cells it was seen in (a rule one cell of a
+    suite needs is no rot in another)."""
+    if not complete:
+        return []
+    return [s for s in found if not s.observed or cell is None or cell in s.observed]
+
+
 def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload: tuple[str, ...], venv: str,
-          prior: Dispatch | None = None) -> Verdict:
-    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge."""
+          prior: Dispatch | None = None, cell: str | None = None) -> Verdict:
+    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge.
+
+    `cell`: the cell judged, so that a calibrated rule is called stale only where it was seen.
+    """
     report = ev.report
     tests = tests_of(report)
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
+    stale = stale_in(found.stale, cell, complete=not reasons)
     reasons += found.reasons
     _dispatch_rules(expect, tests, reasons)
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
-    warnings = found.warnings + lib_warnings
+    warnings = found.warnings + lib_warnings + [s.warning() for s in stale]
     unattributed = list(report.get("unattributed_sdpa", [])) if report else []
     if unattributed:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
-                   found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns})
+                   found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
+                   stale)

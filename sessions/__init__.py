@@ -4,6 +4,7 @@
     cells.py    one session per cell (all its modes, then a table) and one per cell and mode
     sweep.py    `sweep` (every cell, one report, regressions against a baseline) and `report`
     matrix.py   `matrix -- --github`: the cells as GitHub Actions strategy.matrix JSON
+    calibrate.py  `calibrate`: the expectations that accept today's outcome, written for review
     noxfile.py  the noxfile the `ort-gpu-matrix` console script runs: these sessions against $MATRIX_TOML
 
 A wheel installs this directory as `ort_gpu_matrix.sessions`, so any noxfile registers the sessions with
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import cells, doctor, matrix, sweep
+from . import calibrate, cells, doctor, matrix, sweep
 
 
 def register(nox: Any, default_matrix: str | Path = "matrix.toml", *, noxfile: str | Path | None = None) -> None:
@@ -44,3 +45,4 @@ def register(nox: Any, default_matrix: str | Path = "matrix.toml", *, noxfile: s
     doctor.register_fallback(nox, matrix_file, runnable)
     sweep.register(nox, matrix_file, noxfile)
     matrix.register(nox, matrix_file)
+    calibrate.register(nox, matrix_file)

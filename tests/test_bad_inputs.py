@@ -36,6 +36,17 @@ files = ["test_allpass.py"]
 pythonpath = [".."]
 '''
 
+
+
+def _expect(tmp, text):
+    """Writes expect/s.toml beside the matrix; returns the suite key that loads it."""
+    (tmp / "expect").mkdir(exist_ok=True)
+    (tmp / "expect" / "s.toml").write_text(text)
+    return 'expect_file = "expect/s.toml"\n'
+
+
+EXPECT = "{tmp}/expect/s.toml"  # an expect file's problems name that file
+
 ROWS = [
     ('prefix with a space', lambda b, tmp: b.replace('[matrix]\n', '[matrix]\nprefix = "g p u"\n'),
      [('matrix.prefix', "may hold only letters, digits, '_' and '.'", 'write prefix = "gpu"')]),
@@ -229,6 +240,30 @@ ROWS = [
      [('torch.none.index_url', 'is the TOML number 1, not a string', 'quote it: index_url = "1"')]),
     ('expect require_kernel a list', lambda b, tmp: b + '[suite.s.expect.normal]\nrequire_kernel = ["CUDNN_FLASH_ATTENTION"]\n',
      [('suite.s.expect.normal.require_kernel', "must be a string, found ['CUDNN_FLASH_ATTENTION']", 'write require_kernel = "..."')]),
+    ('expect_file a number', lambda b, tmp: b + 'expect_file = 1\n',
+     [('suite.s.expect_file', 'is the TOML number 1, not a string', 'quote it: expect_file = "1"')]),
+    ('expect_file missing', lambda b, tmp: b + 'expect_file = "expect/s.toml"\n',
+     [('suite.s.expect_file', '{tmp}/expect/s.toml does not exist', 'write it with `nox -s calibrate -- gpu-{py}-x` (or --write PATH), or remove expect_file')]),
+    ('expect_file a directory', lambda b, tmp: ((tmp / "expect" / "s.toml").mkdir(parents=True), b + 'expect_file = "expect/s.toml"\n')[1],
+     [('suite.s.expect_file', '{tmp}/expect/s.toml is a directory, not a file', 'point expect_file at the .toml file `nox -s calibrate` wrote')]),
+    ('a key set in the matrix and in the expect file', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nmin_passed = 2\n') + '[suite.s.expect.normal]\nmin_passed = 1\n',
+     [('suite.s.expect.normal.min_passed', 'is set both here and in {tmp}/expect/s.toml (expect.normal.min_passed)', 'set it in one file only: remove it from [suite.s.expect.normal] here, or from [expect.normal] in {tmp}/expect/s.toml')]),
+    ('expect file near-miss key', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nmin_pased = 2\n'),
+     [(EXPECT, 'expect.normal.min_pased', 'unknown key (did you mean `min_passed`?)', 'rename min_pased to min_passed')]),
+    ('expect file teeth key under normal', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nknown_toothless = []\n'),
+     [(EXPECT, 'expect.normal.known_toothless', 'unknown key here: known_toothless is read only by [expect.teeth]', 'move it to [expect.teeth], or use one of: allowed_skips, dispatch_tests, forbid_kernels, known_failures, min_passed, require_kernel')]),
+    ('expect file bad regex', lambda b, tmp: b + _expect(tmp, '[expect.teeth]\nknown_failures = [{ test = "x[", reason = "r" }]\n'),
+     [(EXPECT, 'expect.teeth.known_failures[0].test', 'is not a valid regex (unterminated character set at position 1)', 'escape special characters such as ( [ + ?')]),
+    ('expect file observation without a date', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nknown_failures = [{ test = "x", reason = "r", observed = [{ cell = "c", ort = "1.31.1" }] }]\n'),
+     [(EXPECT, 'expect.normal.known_failures[0].observed[0].date', 'is missing', 'add date = "2026-11-30" (the day the run started (UTC), as YYYY-MM-DD)')]),
+    ('expect file unknown table', lambda b, tmp: b + _expect(tmp, '[normal]\nmin_passed = 2\n'),
+     [(EXPECT, 'normal', 'unknown key', 'remove it, or use one of: expect')]),
+    ('expect file unknown mode', lambda b, tmp: b + _expect(tmp, '[expect.fast]\nmin_passed = 2\n'),
+     [(EXPECT, 'expect.fast', 'unknown key', 'remove it, or use one of: normal, require_cudnn, teeth')]),
+    ('expect file not TOML', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nmin_passed = \n'),
+     [(EXPECT, '(syntax)', 'is not valid TOML: Invalid value (at line 2, column 14)', 'fix the TOML syntax at that line')]),
+    ('expect file key set twice', lambda b, tmp: b + _expect(tmp, '[expect.normal]\nmin_passed = 2\nmin_passed = 3\n'),
+     [(EXPECT, 'expect.normal.min_passed', 'is set twice (lines 2 and 3)', 'keep one of the two lines')]),
     ('expect forbid_kernels a string', lambda b, tmp: b + '[suite.s.expect.require_cudnn]\nforbid_kernels = "MATH"\n',
      [('suite.s.expect.require_cudnn.forbid_kernels', "must be a list of strings, found 'MATH'", 'write forbid_kernels = ["..."]')]),
 ]
@@ -287,8 +322,9 @@ def test_a_bad_matrix_gets_its_exact_message_and_builds_nothing(tmp_path, name, 
         run = _nox(tmp_path, matrix, "-s", cells[0])
         assert run.returncode != 0
         out = run.stdout
-    for key, problem, fix in expected:
-        line = f"{matrix}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}"
+    for row in expected:
+        file, (key, problem, fix) = (_fill(row[0], tmp_path), row[1:]) if len(row) == 4 else (str(matrix), row)
+        line = f"{file}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}"
         # the whole line, nothing more after it (nox ends a session's error message with a full stop)
         assert line + "\n" in out or line + ".\n" in out, out
     assert out.count("    fix: ") == len(expected), out  # nothing else, nothing twice

@@ -54,3 +54,12 @@ def test_a_file_that_is_not_a_result_is_refused(tmp_path):
 def test_unchecked_coverage_is_one_key():
     assert TeethCoverage().to_dict() == {"checked": False}
     assert Result.__dataclass_fields__["schema_version"].default == SCHEMA_VERSION
+
+
+def test_a_result_written_before_stale_rules_existed_still_reads(stored, tmp_path):
+    data = json.loads((stored.results_dir / f"{CELL}-teeth.json").read_text())
+    assert data["stale_rules"] == []  # the run's rules all matched
+    del data["stale_rules"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    assert load(old).stale_rules == []

@@ -54,6 +54,9 @@ BAD = [
     ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.teeth]\nallowed_skips = []', "suite.s.expect.teeth.allowed_skips"),
     ('[suite.s]\nfiles = ["t.py"]', "suite.s.root"),
     ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.teeth]\nmin_failures = -1', "suite.s.expect.teeth.min_failures"),
+    ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\nexpect_file = 1', "suite.s.expect_file"),
+    ('[suite.s]\nroot = "x"\nfiles = ["t.py"]\n[suite.s.expect.normal]\nknown_failures = [{ test = "a", reason = "b", '
+     'observed = [{ cell = "c", date = "2026-11-30" }] }]', "suite.s.expect.normal.known_failures[0].observed[0].ort"),
 ]
 
 

@@ -24,7 +24,20 @@ from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
 from .duplicates import duplicate
-from .model import BACKENDS, ID_PATTERN, LOADERS, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
+from .model import (
+    BACKENDS,
+    ID_PATTERN,
+    LOADERS,
+    PYTHON_PATTERN,
+    DispatchExpect,
+    Libs,
+    Matrix,
+    Ort,
+    Settings,
+    Suite,
+    Torch,
+    keys_of,
+)
 from .model import THIS_PYTHON as THIS
 from .pairings import expand
 
@@ -269,7 +282,7 @@ def _libs_rules(r: Reader, key: str, libs: Libs) -> None:
             r.bad(f"{key}.pip[{i}]", f"is not a pip requirement ({str(exc).splitlines()[0]})", 'write it as "nvidia-cudnn-cu13==9.12.0.46"')
 
 
-def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
+def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
     out = {}
     for ident, body in r.ids(data, "suite").items():
         key = f"suite.{ident}"
@@ -282,17 +295,81 @@ def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
                 r.bad(f"{key}.env.{name}", f"is set by the harness itself ({why})",
                       "remove it from suite.env; " + RESERVED_FIX.get(name, "the harness sets it for every run"))
         tables = r.table(body.get("expect", {}), f"{key}.expect", set(MODES))
-        # each mode reads only the keys it uses: a key another mode uses is rejected, never ignored
-        owner: dict[str, str] = {}  # each expect key -> the first mode's table that reads it
-        for m, spec_ in SPECS.items():
-            for k in keys_of(spec_.expect_type):
-                owner.setdefault(k.name, f"{key}.expect.{m.value}")
-        expect = {m.value: r.entry(tables.get(m.value, {}), f"{key}.expect.{m.value}", s.expect_type,
-                                   {k: where for k, where in owner.items()
-                                    if k not in {x.name for x in keys_of(s.expect_type)}})
-                  for m, s in SPECS.items()}
+        expect = _expect_tables(r, tables, f"{key}.expect")
+        if suite.expect_file is not None:
+            expect = _merge_expect_file(r, (base / suite.expect_file).resolve(), key, tables, expect)
         out[ident] = dataclasses.replace(suite, expect=expect)
     return out
+
+
+def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, DispatchExpect]:
+    """One expect table per mode, read from `tables` (absent keys take their defaults)."""
+    # each mode reads only the keys it uses: a key another mode uses is rejected, never ignored
+    owner: dict[str, str] = {}  # each expect key -> the first mode's table that reads it
+    for m, spec_ in SPECS.items():
+        for k in keys_of(spec_.expect_type):
+            owner.setdefault(k.name, f"{prefix}.{m.value}")
+    return {m.value: r.entry(tables.get(m.value, {}), f"{prefix}.{m.value}", s.expect_type,
+                             {k: where for k, where in owner.items() if k not in {x.name for x in keys_of(s.expect_type)}})
+            for m, s in SPECS.items()}
+
+
+def _merge_expect_file(r: Reader, path: Path, key: str, inline: dict[str, Any],
+                       expect: dict[str, DispatchExpect]) -> dict[str, DispatchExpect]:
+    """A suite's expect_file ([expect.<mode>] tables) merged under its own expect tables.
+
+    The file is checked as the matrix is, with its own path in every message. A key set in both
+    places is an error naming both files: neither may silently win. A missing file is left to
+    host.py, so that `nox -l` still works and `nox -s calibrate` can write it.
+    """
+    prefix = f"{key}.expect"
+    if not path.exists():
+        return expect
+    if path.is_dir():
+        r.bad(f"{key}.expect_file", f"{path} is a directory, not a file",
+              "point expect_file at the .toml file `nox -s calibrate` wrote")
+        return expect
+    try:
+        data = read_toml(path)
+    except MatrixError as exc:
+        r.problems += exc.problems
+        return expect
+    f = Reader(str(path))
+    f.table(data, TOP, {"expect"})
+    tables = f.table(data.get("expect", {}), "expect", set(MODES))
+    theirs = _expect_tables(f, tables, "expect")
+    merged = {}
+    for m, s in SPECS.items():
+        mode = m.value
+        own, raw = inline.get(mode), tables.get(mode)
+        own_keys = set(own) if isinstance(own, dict) else set()
+        file_keys = set(raw) if isinstance(raw, dict) else set()
+        for k in sorted(own_keys & file_keys & {x.name for x in keys_of(s.expect_type)}):
+            r.bad(f"{prefix}.{mode}.{k}", f"is set both here and in {path} (expect.{mode}.{k})",
+                  f"set it in one file only: remove it from [{prefix}.{mode}] here, or from [expect.{mode}] in {path}")
+        merged[mode] = s.expect_type(**{x.attr: getattr(theirs[mode] if x.name in file_keys else expect[mode], x.attr)
+                                        for x in keys_of(s.expect_type)})
+    r.problems += f.problems
+    return merged
+
+
+def suite_expect(matrix_path: Path, suite_id: str, expect_file: Path | None) -> dict[str, DispatchExpect]:
+    """A suite's expectations as the loader makes them with `expect_file` merged under its own tables.
+
+    `nox -s calibrate` reads the file it is about to write through here, so that what it writes is
+    checked by the same code that will load it (keys, regexes, a key set in both places).
+    """
+    data = read_toml(matrix_path)
+    body = data.get("suite", {}).get(suite_id, {})
+    key = f"suite.{suite_id}"
+    r = Reader(str(matrix_path))
+    tables = r.table(body.get("expect", {}), f"{key}.expect", set(MODES))
+    expect = _expect_tables(r, tables, f"{key}.expect")
+    if expect_file is not None:
+        expect = _merge_expect_file(r, expect_file, key, tables, expect)
+    if r.problems:
+        raise MatrixError(r.problems)
+    return expect
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -335,7 +412,7 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
         r.bad("$schema", f"must be a string, found {data['$schema']!r}", '"$schema" = "./matrix.schema.json"')
     settings = _settings(r, data, overrides)
     orts, torches = _entries(r, data, "ort", Ort), _entries(r, data, "torch", Torch)
-    libs, suites = _entries(r, data, "libs", Libs), _suites(r, data)
+    libs, suites = _entries(r, data, "libs", Libs), _suites(r, data, path.parent)
     pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},
                       tuple(suites))
     if r.problems:

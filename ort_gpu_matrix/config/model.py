@@ -151,11 +151,22 @@ class Libs:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """Where and when `nox -s calibrate` saw what a rule accepts: the review trail of a calibrated rule."""
+
+    cell: str = key("the cell (session name) it was seen in", "", required=True, example='"gpu-3.12-h200"')
+    ort: str = key("the ORT version the run reported", "", required=True, example='"1.31.1"')
+    date: str = key("the day the run started (UTC), as YYYY-MM-DD", "", required=True, example='"2026-11-30"')
+
+
+@dataclass(frozen=True)
 class Rule:
     """A regex on node ids and why it is tolerated."""
 
     test: str = key("a regex searched in the node id", "", required=True, regex=True)
     reason: str = key("why", "", required=True)
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "nothing is stale only in the cells it was seen in", ())
 
 
 @dataclass(frozen=True)
@@ -206,6 +217,9 @@ class Suite:
     timeout: int = key("seconds a whole mode run may take before its process group is stopped", 3600, minimum=1)
     test_timeout: int | None = key("seconds one test may take (pytest-timeout, installed when set)", None,
                                    minimum=1)
+    expect_file: str | None = key("a TOML file of [expect.<mode>] tables, relative to the matrix file, merged "
+                                  "under this suite's own expect tables (a key may be set in only one of them); "
+                                  "nox -s calibrate writes it", None, example='"expect/dispatch.toml"')
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property
@@ -263,3 +277,7 @@ class Matrix:
     @property
     def base(self) -> Path:
         return self.path.parent
+
+    def expect_path(self, suite: Suite) -> Path | None:
+        """The suite's expect_file, resolved against the matrix file's dir (None: it names none)."""
+        return None if suite.expect_file is None else (self.base / suite.expect_file).resolve()
