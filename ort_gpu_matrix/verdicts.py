@@ -232,8 +232,7 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")
         if loaded.get("onnxruntime_already_imported"):
             reasons.append(f"loader {loaded.get('loader')}: onnxruntime was imported before the probe could act")
-        if loaded.get("loader") == "ort_preload_dlls" and a.get("onnxruntime_file") and not loaded.get("called"):
-            reasons.append("loader ort_preload_dlls: the tests imported onnxruntime but preload_dlls was never called")
+        reasons += _preload_dlls_reasons(loaded, venv_real)
         ort_file = a.get("onnxruntime_file")
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
@@ -243,6 +242,25 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
             warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
     return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+
+
+def _preload_dlls_reasons(loaded: dict[str, Any], venv_real: str) -> list[str]:
+    """What the ort_preload_dlls loader promised and did not keep: called first, before any torch,
+    on the venv's wheel, which is still what the tests' own sys.path resolves to at the end."""
+    if loaded.get("loader") != "ort_preload_dlls":
+        return []
+    out = []
+    if not loaded.get("called") and not loaded.get("error"):
+        out.append("loader ort_preload_dlls: preload_dlls was never called")
+    if loaded.get("torch_already_imported"):
+        out.append("loader ort_preload_dlls: torch was imported before preload_dlls ran (by a -p plugin), "
+                   "so torch's cuDNN may win a by-name load")
+    at_end = loaded.get("resolved_at_end")
+    if at_end and not at_end.startswith(venv_real + os.sep):
+        out.append(f"loader ort_preload_dlls: at the session's end the tests' sys.path resolves onnxruntime to "
+                   f"{at_end}, not to the pairing's venv (a source dir shadows the wheel; the loader's early "
+                   "import hid it)")
+    return out
 
 
 def _pytest_exit(code: int, reasons: list[str]) -> None:
