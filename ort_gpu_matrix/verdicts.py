@@ -21,6 +21,7 @@ from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from .elf import kind
 from .junit import JunitCounts
 from .kernels import CUDNN
+from .ortsource import SourceTree, skew
 
 EXIT_MEANING = {
     2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
@@ -372,9 +373,23 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
     return reasons
 
 
+def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str | None:
+    """The tests' release against the wheel's, when their major.minor differ: failures from features the
+    wheel predates are not regressions, and the result says so."""
+    seen = report.get("provenance") if report else None
+    wheel = None
+    if seen:
+        ort = seen.get("ort")
+        wheel = seen.get("ort_imported_version") or (ort["version"] if ort else None)
+    text = skew(source, wheel)
+    return f"version skew: {text} (major.minor differ)" if text else None
+
+
 def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload: tuple[str, ...], venv: str,
-          prior: Dispatch | None = None) -> Verdict:
-    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge."""
+          prior: Dispatch | None = None, source: SourceTree | None = None) -> Verdict:
+    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge.
+
+    `source`: the ORT checkout the suite's tests lie in, for the version-skew warning."""
     report = ev.report
     tests = tests_of(report)
     counts = count(report, tests, collected_of(report, ev.collected))
@@ -385,6 +400,9 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
     warnings = found.warnings + lib_warnings
+    skewed = skew_warning(report, source)
+    if skewed:
+        warnings.append(skewed)
     unattributed = list(report.get("unattributed_sdpa", [])) if report else []
     if unattributed:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "

@@ -11,6 +11,7 @@ import jinja2
 from ..report import Report
 from .summary import (
     audit_line,
+    cell_skew,
     cell_text,
     change_sections,
     coverage_text,
@@ -49,4 +50,4 @@ def render(report: Report, out_dir: Path) -> str:
     return _ENV.get_template("report.html.j2").render(
         report=report, modes=modes, grid=grid, sections=change_sections(report), dispatch=dict(sorted(dispatch.items())),
         dispatch_cells=dispatch_cells, cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text,
-        audit_line=audit_line, provenance_text=provenance_text, hosts_text=hosts_text, href=lambda p: _href(p, out_dir))
+        audit_line=audit_line, cell_skew=cell_skew, provenance_text=provenance_text, hosts_text=hosts_text, href=lambda p: _href(p, out_dir))

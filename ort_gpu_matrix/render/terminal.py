@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..report import Report
-from .summary import audit_line, cell_text, change_sections, coverage_text, hosts_text, modes_of, tiers_text
+from .summary import audit_line, cell_skew, cell_text, change_sections, coverage_text, hosts_text, modes_of, tiers_text
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -22,6 +22,7 @@ def render(report: Report) -> str:
     lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows), ""]
     for cell, by_mode in grid.items():
         lines.append(f"  {cell}: {audit_line(list(by_mode.values()))}")
+        lines += [f"  {cell}: version skew: {s}" for s in [cell_skew(by_mode)] if s]
         if cell in report.provenance_changes:
             before, after = report.provenance_changes[cell]
             lines.append(f"  {cell}: ORT {before} -> {after}")
