@@ -157,7 +157,7 @@ class Libs:
                                example='["nvidia-cudnn-cu13==9.12.0.46"]')
     none: bool = key("pin nothing", False)
     loader: str = key("how the test process gets the libraries: preload (LD_PRELOAD), ort_preload_dlls "
-                      "(onnxruntime.preload_dlls(directory=the set) when the tests first import onnxruntime; "
+                      "(onnxruntime.preload_dlls(directory=the set) before any test module or torch is imported; "
                       "with pip), torch_first (import torch before onnxruntime; with none)", "preload",
                       example='"preload"', pattern=f"^({'|'.join(LOADERS)})$")
     runner: tuple[str, ...] | None = key("CI runner label(s) that have these libraries (nox -s matrix -- --github)",
