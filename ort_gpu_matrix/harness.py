@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from . import libsets, results
+from . import libsets, ortsource, results
 from .cells import Cell
 from .config.model import Matrix
 from .elf import kind
@@ -29,6 +29,7 @@ from .fsutil import mark_cache_dir
 from .host import Resolved, pinned_files
 from .junit import JunitError, read
 from .modes import MODES, spec
+from .ortsource import SourceTree
 from .render.escape import term
 from .results import Result
 from .run import RunOutcome, new_workdir, remove_workdir, run_mode
@@ -69,7 +70,8 @@ def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) ->
 
 
 def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: str, posargs: Sequence[str],
-            earlier: MutableMapping[str, Result], log: Callable[[str], None], echo: Callable[[str], None]) -> Result:
+            earlier: MutableMapping[str, Result], log: Callable[[str], None], echo: Callable[[str], None],
+            source: SourceTree | None = None) -> Result:
     ws = matrix.workspace
     session = cell.mode_session(mode)
     lock = session_lock(ws.results_dir, session, log)
@@ -80,9 +82,9 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         try:
             outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log)
             verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
-                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint), cell=cell.name)
+                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint), source, cell=cell.name)
             result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
-                                   results.new_run_id(outcome.started))
+                                   results.new_run_id(outcome.started), source)
             stored = results.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,
                                                             "report": outcome.report_path})
         finally:
@@ -129,6 +131,9 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
     if problems:
         raise MatrixError(problems)
     resolved = with_libset(matrix, cell, resolved, log)
+    source = ortsource.find(Path(resolved.suite_root))  # the ORT release the tests come from, if any
+    if source is not None:
+        log(f"tests from the ORT tree {source.path}: {source.label()}")
     with ensure_venv(matrix, cell, resolved, log) as venv:
-        return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo)
+        return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source)
                 for mode in MODES if mode in modes]

@@ -25,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from . import driver
 from .cells import Cell
-from .config.model import Matrix
+from .config.model import ORT_SOURCE_REF, Matrix, Ort
 from .elf import fits, header_problem
 from .errors import MatrixError, Problem
 from .packaged import builtin_vars
@@ -61,6 +61,11 @@ class _Checker:
     def expand(self, text: str, key: str) -> str | None:
         known = {**os.environ, **builtin_vars()}  # ${ORT_GPU_MATRIX_SUITES}: the package's, whatever is exported
         missing = [v for v in _VAR.findall(text) if v not in known]
+        if missing and _names_an_ort_checkout(text, missing[0], key):
+            # `nox -l` shows the problem alone, so the problem itself says how to set it
+            self.bad(key, f"uses ${{{missing[0]}}}, which is not set: set {missing[0]} to an ORT checkout "
+                     "(the dir holding VERSION_NUMBER)", f"export {missing[0]}=/path/to/onnxruntime before running nox")
+            return None
         if missing:
             self.bad(key, f"uses ${{{missing[0]}}}, which is not set", f"export {missing[0]}=... before running nox")
             return None
@@ -72,6 +77,43 @@ class _Checker:
             return None
         p = Path(expanded).expanduser()
         return (p if p.is_absolute() else (base or self.matrix.base) / p).resolve()
+
+
+def _names_an_ort_checkout(text: str, var: str, key: str) -> bool:
+    """`var` stands for the root of an ORT checkout: an [ort.<id>] source, or a path that goes on into its
+    onnxruntime/ dir (root = "${ORT_SOURCE}/onnxruntime/test/python/transformers")."""
+    if key.startswith("ort.") and key.endswith(".source"):
+        return True
+    return re.search(rf"\$\{{{re.escape(var)}\}}/onnxruntime(/|$)", text) is not None
+
+
+def _ort_source(c: _Checker, ort: Ort) -> Path | None:
+    """The checked root of an ORT checkout a suite root refers to with {ort.source}."""
+    key = f"ort.{ort.id}.source"
+    p = c.path(ort.source or "", key)
+    if p is None:
+        return None
+    fix = "point source at the root of an ORT checkout (the dir holding VERSION_NUMBER)"
+    if not p.is_dir():
+        c.bad(key, f"{p} is not a directory", fix)
+    elif not (p / "VERSION_NUMBER").is_file():
+        c.bad(key, f"{p} holds no VERSION_NUMBER: it is not the root of an ORT checkout", fix)
+    else:
+        return p
+    return None
+
+
+def _suite_root(c: _Checker, cell: Cell) -> Path | None:
+    """The suite's root: under the cell's ORT source when it begins with {ort.source}, else as written."""
+    suite = cell.suite
+    key = f"suite.{suite.id}.root"
+    if not suite.from_ort_source:
+        return c.path(suite.root, key)
+    source = _ort_source(c, cell.ort)
+    rest = suite.root[len(ORT_SOURCE_REF):].lstrip("/")
+    if source is None or not rest:
+        return source
+    return c.path(rest, key, base=source)
 
 
 _ELF = b"\x7fELF"
@@ -375,7 +417,7 @@ def resolve(matrix: Matrix, cell: Cell) -> Resolved:
                       f"pip download {shlex.quote(requirement)} -d {wheelhouse[0]} on a machine with network")
     suite = cell.suite
     skey = f"suite.{suite.id}"
-    root = c.path(suite.root, f"{skey}.root")
+    root = _suite_root(c, cell)
     files: list[str] = []
     pythonpath: list[str] = []
     if root is not None and not root.is_dir():

@@ -31,6 +31,7 @@ from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 from . import gpus, typecheck
 from .cells import Cell
 from .fsutil import UMASK, copy_atomic, write_json
+from .ortsource import SourceTree
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
@@ -54,20 +55,31 @@ class CellInfo:
 
 @dataclass(frozen=True)
 class Provenance:
-    """What ran: the probe's view from inside the test process, plus the wheel's hash from the install."""
+    """What ran: the probe's view from inside the test process, plus the wheel's hash from the install.
+
+    `ort_imported_version` (onnxruntime.__version__ in the test process) and `source` (the ORT tree the
+    tests came from) were added later as optional fields: results stored before them read as None."""
 
     python: str | None = None
     python_executable: str | None = None
     ort: OrtProvenance | None = None
     torch: TorchProvenance | None = None
     ort_wheel_sha256: str | None = None
+    ort_imported_version: str | None = None
+    source: SourceTree | None = None
 
     @classmethod
-    def of(cls, report: ProbeReport | None, ort_wheel_sha256: str | None) -> Provenance:
+    def of(cls, report: ProbeReport | None, ort_wheel_sha256: str | None, source: SourceTree | None = None) -> Provenance:
         seen = report["provenance"] if report else None
         if not seen:
-            return cls(ort_wheel_sha256=ort_wheel_sha256)
-        return cls(seen["python"], seen["python_executable"], seen["ort"], seen["torch"], ort_wheel_sha256)
+            return cls(ort_wheel_sha256=ort_wheel_sha256, source=source)
+        return cls(seen["python"], seen["python_executable"], seen["ort"], seen["torch"], ort_wheel_sha256,
+                   seen.get("ort_imported_version"), source)
+
+    @property
+    def wheel_version(self) -> str | None:
+        """The version the wheel reported in the test process, else the one its dist-info names."""
+        return self.ort_imported_version or (self.ort["version"] if self.ort else None)
 
 
 @dataclass(frozen=True)
@@ -175,7 +187,7 @@ def new_run_id(started: float) -> str:
 
 
 def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dict[str, Any], outcome: RunOutcome,
-          verdict: Verdict, run_id: str) -> Result:
+          verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
     """The one place a Result is made: from the run's outcome and its verdict."""
     return Result(
         session=session,
@@ -194,7 +206,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         log=None,
         junit=None,
         report=None,
-        provenance=Provenance.of(outcome.report, fingerprint.get("ort_sha256")),
+        provenance=Provenance.of(outcome.report, fingerprint.get("ort_sha256"), source),
         dispatch=verdict.dispatch,
         libraries=verdict.libraries,
         teeth_coverage=verdict.teeth_coverage,

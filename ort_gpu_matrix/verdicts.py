@@ -22,6 +22,7 @@ from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from .elf import kind
 from .junit import JunitCounts
 from .kernels import CUDNN
+from .ortsource import SourceTree, skew
 
 EXIT_MEANING = {
     2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
@@ -267,8 +268,7 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")
         if loaded.get("onnxruntime_already_imported"):
             reasons.append(f"loader {loaded.get('loader')}: onnxruntime was imported before the probe could act")
-        if loaded.get("loader") == "ort_preload_dlls" and a.get("onnxruntime_file") and not loaded.get("called"):
-            reasons.append("loader ort_preload_dlls: the tests imported onnxruntime but preload_dlls was never called")
+        reasons += _preload_dlls_reasons(loaded, venv_real)
         ort_file = a.get("onnxruntime_file")
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
@@ -278,6 +278,25 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
             warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
     return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+
+
+def _preload_dlls_reasons(loaded: dict[str, Any], venv_real: str) -> list[str]:
+    """What the ort_preload_dlls loader promised and did not keep: called first, before any torch,
+    on the venv's wheel, which is still what the tests' own sys.path resolves to at the end."""
+    if loaded.get("loader") != "ort_preload_dlls":
+        return []
+    out = []
+    if not loaded.get("called") and not loaded.get("error"):
+        out.append("loader ort_preload_dlls: preload_dlls was never called")
+    if loaded.get("torch_already_imported"):
+        out.append("loader ort_preload_dlls: torch was imported before preload_dlls ran (by a -p plugin), "
+                   "so torch's cuDNN may win a by-name load")
+    at_end = loaded.get("resolved_at_end")
+    if at_end and not at_end.startswith(venv_real + os.sep):
+        out.append(f"loader ort_preload_dlls: at the session's end the tests' sys.path resolves onnxruntime to "
+                   f"{at_end}, not to the pairing's venv (a source dir shadows the wheel; the loader's early "
+                   "import hid it)")
+    return out
 
 
 def _pytest_exit(code: int, reasons: list[str]) -> None:
@@ -426,11 +445,24 @@ def stale_in(found: list[StaleRule], cell: str | None, complete: bool) -> list[S
     return [s for s in found if not s.observed or cell is None or cell in s.observed]
 
 
+def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str | None:
+    """The tests' release against the wheel's, when their major.minor differ: failures from features the
+    wheel predates are not regressions, and the result says so."""
+    seen = report.get("provenance") if report else None
+    wheel = None
+    if seen:
+        ort = seen.get("ort")
+        wheel = seen.get("ort_imported_version") or (ort["version"] if ort else None)
+    text = skew(source, wheel)
+    return f"version skew: {text} (major.minor differ)" if text else None
+
+
 def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload: tuple[str, ...], venv: str,
-          prior: Dispatch | None = None, cell: str | None = None) -> Verdict:
+          prior: Dispatch | None = None, source: SourceTree | None = None, cell: str | None = None) -> Verdict:
     """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge.
 
-    `cell`: the cell judged, so that a calibrated rule is called stale only where it was seen.
+    `source`: the ORT checkout the suite's tests lie in, for the version-skew warning. `cell`: the cell
+    judged, so that a calibrated rule is called stale only where it was seen.
     """
     report = ev.report
     tests = tests_of(report)
@@ -443,6 +475,9 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
     warnings = found.warnings + lib_warnings + [s.warning() for s in stale]
+    skewed = skew_warning(report, source)
+    if skewed:
+        warnings.append(skewed)
     unattributed = list(report.get("unattributed_sdpa", [])) if report else []
     if unattributed:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "

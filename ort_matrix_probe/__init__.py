@@ -6,6 +6,8 @@ pytest, never the engine. One job per module:
     inject.py      force CUDA EP provider options into every InferenceSession
     fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run()
     ortpatch.py    patch onnxruntime when the tests import it, never before
+    loader.py      the libs set's loader (torch_first, ort_preload_dlls), before anything else
+    syspath.py     where `import onnxruntime` will resolve for the tests, found without importing it
     audit.py       which CUDA/cuDNN files serve this process
     provenance.py  what is installed, read from metadata without importing it
     report.py      outcomes per test, and the JSON report the engine judges

@@ -111,5 +111,12 @@ def audit() -> Audit:
         "by_name": {"cudnn": by_name(["libcudnn.so.9"], "cudnnGetVersion"),
                     "cudart": by_name(cudart_names, "cudaRuntimeGetVersion")},
         "onnxruntime_file": os.path.realpath(ort_file) if ort_file else None,
+        "onnxruntime_version": imported_version(),
         "preload": preload,
     }
+
+
+def imported_version() -> str | None:
+    """The imported onnxruntime's own __version__, read from sys.modules: never imported for it."""
+    version = getattr(sys.modules.get("onnxruntime"), "__version__", None)
+    return str(version) if version is not None else None

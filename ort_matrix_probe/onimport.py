@@ -1,8 +1,8 @@
 """Run a function on a module the moment the normal import system has executed it (stdlib only).
 
-The probe must never import onnxruntime itself (that would hide a source-dir shadow), yet it must act
-as soon as the tests import it: to patch its session class (ortpatch.py), or to call its
-preload_dlls (loader.py). This finder waits on sys.meta_path for the module's name, lets the real
+The probe does not import onnxruntime itself for its own needs (only the ort_preload_dlls loader does,
+after checking it resolves to the wheel), yet it must act as soon as the tests import it: to patch its
+session class (ortpatch.py). This finder waits on sys.meta_path for the module's name, lets the real
 finders locate it, and wraps the loader's exec_module so `then(module)` runs right after.
 """
 from __future__ import annotations

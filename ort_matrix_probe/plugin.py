@@ -26,13 +26,14 @@ from typing import IO, Any, Generator
 import pytest
 
 from . import report as reporting
-from .audit import audit
+from .audit import audit, imported_version
 from .fdtap import Fd1Tap, tiers_in
-from .loader import LOADER_ENV
+from .loader import LOADER_ENV, recheck
 from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
 from .schema import REPORT_VERSION, Audit, CollectionEntry, ProbeReport, TestEntry
+from .syspath import Prediction, predict
 
 REPORT_ENV = "ORT_MATRIX_REPORT"
 DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
@@ -141,6 +142,7 @@ class Probe:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        recheck(self.loader)
         if self.is_worker:
             worker = str(self.config.workerinput.get("workerid", "worker"))  # type: ignore[attr-defined]
             self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]
@@ -170,7 +172,12 @@ class Probe:
                 "duration_s": round(time.time() - self.started, 3), "collected": self.collected,
                 "tests": self.tests, "collection": self.collection, "audits": self.audits,
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
-                "provenance": provenance()}
+                "provenance": {**provenance(), "ort_imported_version": self._imported_version()}}
+
+    def _imported_version(self) -> str | None:
+        """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""
+        seen = [a.get("onnxruntime_version") for a in self.audits]
+        return next((v for v in seen if v), None) or imported_version()
 
     def close(self) -> None:
         self.disarm()
@@ -183,10 +190,22 @@ PROBE = pytest.StashKey[Probe]()
 LOADER = pytest.StashKey[tuple[Any, Any]]()  # (the loader's record, its undo): built at run time on the test venv's Python
 
 
+def _future_sys_path(early_config: pytest.Config) -> Prediction:
+    """The sys.path pytest will give the tests: its targets' package roots and the ini pythonpath added."""
+    ns = early_config.known_args_namespace
+    try:
+        ini_path = [str(p) for p in early_config.getini("pythonpath")]
+    except (ValueError, KeyError):
+        ini_path = []
+    confcutdir = getattr(ns, "confcutdir", None) or str(early_config.rootpath)
+    return predict(getattr(ns, "file_or_dir", None) or [], getattr(ns, "importmode", "prepend"), ini_path, confcutdir)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """The libs set's loader, before any conftest can import onnxruntime (or torch) first."""
-    early_config.stash[LOADER] = apply_loader(os.environ.get(LOADER_ENV))
+    """The libs set's loader, in every test process (xdist workers too) before any conftest, test
+    module or torch is imported: only the plugins named with -p have been imported by now."""
+    early_config.stash[LOADER] = apply_loader(os.environ.get(LOADER_ENV), _future_sys_path(early_config))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -56,6 +56,7 @@ class Audit(TypedDict):
     cudnn_copies: list[CudnnCopy]
     by_name: ByName
     onnxruntime_file: str | None
+    onnxruntime_version: NotRequired[str | None]  # its __version__, read from sys.modules (reports since 2026-12)
     preload: list[str]
     loader: NotRequired[dict[str, Any] | None]  # what the libs set's loader did in this process (loader.py)
     process: NotRequired[str]  # "controller", or the xdist worker id: matched against the tests it ran
@@ -77,8 +78,11 @@ class TorchProvenance(TypedDict):
 class ProvenanceReport(TypedDict):
     python: str
     python_executable: str
-    ort: OrtProvenance | None
+    ort: OrtProvenance | None  # from the dist-info: what is installed
     torch: TorchProvenance | None
+    # onnxruntime.__version__ in the test process, read after the tests (or the loader) imported it;
+    # None when nothing imported it. Optional: reports before it was added lack it.
+    ort_imported_version: NotRequired[str | None]
 
 
 class ProbeReport(TypedDict):

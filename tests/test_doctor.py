@@ -183,7 +183,8 @@ def test_doctor_on_the_shipped_matrix_names_every_cell():
                           capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={k: v for k, v in os.environ.items() if not k.startswith("MATRIX_")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for cell in ("gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned"):
+    for cell in ("gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
+                 "gpu-3.12-h200pip"):
         assert f"  {cell}: " in proc.stdout
 
 

@@ -84,16 +84,20 @@ def test_offline_without_the_wheel_is_refused_before_anything_is_installed(harne
     assert not (harness.venvs / ".libs").exists()
 
 
-def test_ort_preload_dlls_is_called_at_the_tests_own_import_and_its_libraries_are_required(harness, house):
-    """The CPU wheel's preload_dlls loads nothing (no CUDA build), so the set is never mapped: an honest FAIL."""
+def test_ort_preload_dlls_is_called_before_the_tests_and_its_libraries_are_required(harness, house):
+    """The CPU wheel's preload_dlls loads nothing (no CUDA build), so the set is never mapped: an honest FAIL.
+    (The order against torch: tests/test_preload_dlls.py.)"""
     _write(harness, house, 'pip = ["nvidia-cudnn-cu13==9.12.0.46"]\nloader = "ort_preload_dlls"',
            files=("test_imports_ort.py",), root=SUITES / "libsets")
     r = harness.nox("-s", CELL).result("normal")
     (audit,) = r["libraries"]["audits"]
     (libset,) = [p for p in (harness.venvs / ".libs").glob("x-*") if p.is_dir()]
     directory = os.path.realpath(libset / "nvidia" / "cudnn" / "lib")  # preload_dlls looks in one flat dir
+    ort = audit["onnxruntime_file"]
+    assert ort.startswith(r["venv"]["path"])
     assert audit["loader"] == {"loader": "ort_preload_dlls", "directory": directory, "called": True,
-                               "onnxruntime_already_imported": False, "mapped": []}
+                               "onnxruntime_already_imported": False, "torch_already_imported": False,
+                               "resolved": ort, "resolved_at_end": ort, "mapped": []}
     assert not r["env"].get("LD_PRELOAD")  # ORT's own mechanism, not ld.so's
     assert r["verdict"] == "fail"
     assert any("libcudnn.so.9 was never mapped in the test process" in x for x in r["reasons"]), r["reasons"]

@@ -1,6 +1,9 @@
 """matrix.toml: validation before anything is built, session names, listing and tags."""
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import CELL, PY, REPO, SUITES
@@ -110,13 +113,16 @@ def test_a_cell_this_host_cannot_run_is_listed_but_not_default(harness, tmp_path
 
 def test_shipped_matrix_describes_the_release_matrix():
     """cu129 on two pythons, cu130, the H200 image and its unpinned twin, pip CUDA 12 and 13 (a driver is all they
-    need of the host), and a CPU cell for the running python."""
+    need of the host), ORT's attention tests on the H200 with a pip cuDNN, and a CPU cell for the running python."""
     matrix = load_matrix(REPO / "matrix.toml")
     cells = {c.name: c for c in cells_of(matrix)}
     assert list(cells) == ["gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
-                           "gpu-3.12-pip12", "gpu-3.12-pip13", f"gpu-{PY}-cpu"]
+                           "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-h200pip", f"gpu-{PY}-cpu"]
     assert cells["gpu-3.12-pip12"].ort.index_url and cells["gpu-3.12-pip12"].torch.index_url.endswith("/cu129")
     assert not cells["gpu-3.12-pip13"].ort.index_url and cells["gpu-3.12-pip13"].torch.index_url.endswith("/cu130")
+    attention = cells["gpu-3.12-h200pip"]
+    assert attention.suite.id == "ort_attention" and attention.suite.root.startswith("${ORT_SOURCE}/")
+    assert attention.libs.loader == "ort_preload_dlls" and attention.torch.environment == "/opt/torch/.venv"
     assert cells["gpu-3.11-cu129"].torch.index_url == "https://download.pytorch.org/whl/cu129"
     assert cells["gpu-3.12-cu130"].torch.index_url == "https://download.pytorch.org/whl/cu130"
     assert cells["gpu-3.11-cu129"].libs.search and cells["gpu-3.12-cu130"].libs.search
@@ -140,3 +146,14 @@ def test_shipped_cpu_pairing_runs_the_builtin_suite_on_cpu(harness):
     assert r["verdict"] == "pass", (r["reasons"], run.output[-2000:])
     assert r["counts"]["passed"] == 5 and r["counts"]["failed"] == 0
     assert r["provenance"]["ort"]["version"] == "1.32.0"
+
+
+def test_without_ort_source_nox_list_says_how_to_set_it():
+    """The shipped ORT attention suite lies under ${ORT_SOURCE}: unset, `nox -l` tells how to set it."""
+    env = {k: v for k, v in os.environ.items() if k != "ORT_SOURCE" and not k.startswith("MATRIX_")}
+    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("- gpu-3.12-h200pip [cells]")]
+    assert "uses ${ORT_SOURCE}, which is not set: set ORT_SOURCE to an ORT checkout (the dir holding VERSION_NUMBER)" \
+        in line

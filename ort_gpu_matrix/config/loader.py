@@ -28,11 +28,13 @@ from .model import (
     BACKENDS,
     ID_PATTERN,
     LOADERS,
+    ORT_SOURCE_REF,
     PYTHON_PATTERN,
     DispatchExpect,
     Libs,
     Matrix,
     Ort,
+    Pairing,
     Settings,
     Suite,
     Torch,
@@ -289,6 +291,7 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
         suite = r.entry({k: v for k, v in body.items() if k != "expect"}, key, Suite, id=ident)
         if "files" in body and not suite.files:
             r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
+        _root_reference(r, f"{key}.root", suite.root)
         for name in sorted(suite.env):
             why = reserved(name)
             if why:
@@ -372,6 +375,39 @@ def suite_expect(matrix_path: Path, suite_id: str, expect_file: Path | None) -> 
     return expect
 
 
+_PLACEHOLDER = re.compile(r"\{ort\.([^{}]*)\}")
+_SOURCE_EXAMPLE = 'write root = "{ort.source}/onnxruntime/test/python/transformers"'
+
+
+def _root_reference(r: Reader, key: str, root: str) -> None:
+    """{ort.source} may only begin a suite root, as the dir the rest of it lies under."""
+    for name in _PLACEHOLDER.findall(root):
+        if name != "source":
+            r.bad(key, f"has the unknown placeholder {{ort.{name}}}",
+                  f"use {ORT_SOURCE_REF}, the source of the pairing's [ort.<id>], or a path")
+    count = root.count(ORT_SOURCE_REF)
+    if count and (not root.startswith(ORT_SOURCE_REF) or count > 1):
+        r.bad(key, f"has {ORT_SOURCE_REF} after its start: it stands for a whole directory", _SOURCE_EXAMPLE)
+    elif count and root[len(ORT_SOURCE_REF):][:1] not in ("", "/"):
+        r.bad(key, f"continues {ORT_SOURCE_REF} without a /", _SOURCE_EXAMPLE)
+
+
+def _sources(r: Reader, pairings: tuple[Pairing, ...], orts: dict[str, Ort], suites: dict[str, Suite]) -> None:
+    """A suite whose root lies under {ort.source} needs a source on every ORT entry it is paired with."""
+    seen: set[tuple[str, str]] = set()
+    for p in pairings:
+        suite, ort = suites.get(p.suite), orts.get(p.ort)
+        if suite is None or ort is None or not suite.from_ort_source or ort.source is not None:
+            continue
+        if (ort.id, suite.id) in seen:
+            continue
+        seen.add((ort.id, suite.id))
+        r.bad(f"ort.{ort.id}.source", f"is missing: suite.{suite.id}.root begins with {ORT_SOURCE_REF} and "
+              f"{p.key} pairs that suite with ort {ort.id}",
+              f'add source = "${{ORT_SOURCE}}" to [ort.{ort.id}] (an ORT checkout: the dir holding VERSION_NUMBER), '
+              f"or pair suite {suite.id} only with ORT entries that have one")
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed file; every way reading it can fail is a MatrixError naming the file and the fix."""
     def fail(key: str, problem: str, fix: str) -> MatrixError:
@@ -415,6 +451,7 @@ def load_matrix(path: Path, overrides: Overrides | None = None) -> Matrix:
     libs, suites = _entries(r, data, "libs", Libs), _suites(r, data, path.parent)
     pairings = expand(r, data, settings, {"ort": tuple(orts), "torch": tuple(torches), "libs": tuple(libs)},
                       tuple(suites))
+    _sources(r, pairings, orts, suites)
     if r.problems:
         raise MatrixError(r.problems)
     return Matrix(path, settings, orts, torches, libs, suites, pairings, Workspace.for_matrix(path, overrides))

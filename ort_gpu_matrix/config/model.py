@@ -23,6 +23,9 @@ ID_PATTERN = r"[A-Za-z0-9_.]+"
 LOADERS = ("preload", "ort_preload_dlls", "torch_first")
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
+# A suite root that begins with it lies under the source tree of the pairing's [ort.<id>]: each ORT build
+# runs the tests of its own release. A root without it is one tree for every build.
+ORT_SOURCE_REF = "{ort.source}"
 _ANY_BACKEND = "|".join(BACKENDS)
 
 
@@ -100,6 +103,14 @@ class Settings:
         return tuple(self.backend.split("|"))
 
 
+# Tests that belong to a release: `source` on [ort.<id>] names the ORT checkout whose tests belong to
+# that build. A suite uses it by beginning its root with {ort.source}
+# (root = "{ort.source}/onnxruntime/test/python/transformers"), so a release sweep runs each release's
+# own tests; a root without it is one tree for every build, as before. Why a placeholder in root rather
+# than a key of its own: root stays the one place that says where the tests are, read the same way in
+# both cases, with the per-cell part visible in it. It may only begin the root (it stands for a
+# directory, never for text inside a path), and pairing such a suite with an [ort.<id>] that has no
+# source is refused when the matrix is loaded.
 @dataclass(frozen=True)
 class Ort:
     """[ort.<id>]: an ORT build under test."""
@@ -113,6 +124,9 @@ class Ort:
                                 example='"https://example.org/onnxruntime-cuda-12/pypi/simple/"')
     wheel: str | None = key("a local .whl (relative to the matrix file) or a URL", None)
     with_: tuple[str, ...] = key("installed beside it", (), toml="with", example='["onnx==1.20.1"]')
+    source: str | None = key("the ORT source checkout this build's tests come from (the dir holding VERSION_NUMBER); "
+                             "a suite root that begins with {ort.source} lies under it; ${VAR} expanded, relative to "
+                             "the matrix file", None, example='"${ORT_SOURCE}"')
 
 
 @dataclass(frozen=True)
@@ -143,7 +157,7 @@ class Libs:
                                example='["nvidia-cudnn-cu13==9.12.0.46"]')
     none: bool = key("pin nothing", False)
     loader: str = key("how the test process gets the libraries: preload (LD_PRELOAD), ort_preload_dlls "
-                      "(onnxruntime.preload_dlls(directory=the set) when the tests first import onnxruntime; "
+                      "(onnxruntime.preload_dlls(directory=the set) before any test module or torch is imported; "
                       "with pip), torch_first (import torch before onnxruntime; with none)", "preload",
                       example='"preload"', pattern=f"^({'|'.join(LOADERS)})$")
     runner: tuple[str, ...] | None = key("CI runner label(s) that have these libraries (nox -s matrix -- --github)",
@@ -203,8 +217,13 @@ class Suite:
     """[suite.<id>]: a set of pytest files and what each mode expects of them."""
 
     id: str = ""
-    root: str = key("the tests' dir, relative to the matrix file; ${VAR} expanded", "", required=True,
-                    example='"suites/dispatch"')
+    root: str = key("the tests' dir, relative to the matrix file; ${VAR} expanded; may begin with {ort.source} "
+                    "(the pairing's ORT source tree)", "", required=True, example='"suites/dispatch"')
+
+    @property
+    def from_ort_source(self) -> bool:
+        """The root lies under the pairing's ORT source: it is resolved per cell, not once per suite."""
+        return self.root.startswith(ORT_SOURCE_REF)
     files: tuple[str, ...] = key("test files relative to root; globs allowed", (), required=True,
                                  example='["test_*.py"]')
     pythonpath: tuple[str, ...] = key("the test process's whole PYTHONPATH, relative to root", (".",))

@@ -20,6 +20,7 @@ from ..report import Report
 from ..results import Result
 from .summary import (
     audit_line,
+    cell_skew,
     cell_text,
     change_sections,
     clip,
@@ -122,5 +123,5 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
     return _ENV.get_template("report.html.j2").render(
         report=report, modes=modes, grid=grid, sections=sections, columns=columns, rows=rows, prefix=prefix,
         cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text, audit_line=audit_line,
-        provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip,
+        provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip, cell_skew=cell_skew,
         shorten=shorten, link=lambda p: link(p, out_dir, roots))

@@ -13,6 +13,7 @@ from ..report import Report
 from .escape import md as esc
 from .summary import (
     audit_line,
+    cell_skew,
     cell_text,
     change_sections,
     clip,
@@ -81,7 +82,9 @@ def render(report: Report) -> str:
     for cell, by_mode in grid.items():
         ref = by_mode.get("require_cudnn") or by_mode.get("normal") or next(iter(by_mode.values()))
         teeth = by_mode.get("teeth")
-        out.append(f"| {esc(cell)} | {esc(hosts_text(by_mode))} | " + " | ".join(cell_text(by_mode.get(m)) for m in modes)
+        skewed = cell_skew(by_mode)  # beside the cell: its tests are from another release than its wheel
+        label = f"{cell} (version skew: {skewed})" if skewed else cell
+        out.append(f"| {esc(label)} | {esc(hosts_text(by_mode))} | " + " | ".join(cell_text(by_mode.get(m)) for m in modes)
                    + f" | {esc(tiers_text(ref))} | {esc(coverage_text(teeth)) if teeth else '-'} |")
     out += ["", "## Libraries", ""]
     out += [f"- **{esc(cell)}**: {esc(audit_line(list(by_mode.values())))}" for cell, by_mode in grid.items()]

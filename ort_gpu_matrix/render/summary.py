@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..baseline import library_summary
 from ..compare import Change
+from ..ortsource import skew
 from ..report import Report
 from ..results import Result
 
@@ -71,6 +72,16 @@ def provenance_text(r: Result) -> str:
     ort = f"{p.ort['distribution']} {p.ort['version']}" if p.ort else "ORT unknown"
     torch = f"torch {p.torch['version']}" if p.torch else "no torch"
     return f"{ort}, {torch}, python {p.python}, host {r.host or '?'}"
+
+
+def skew_text(result: Result) -> str | None:
+    """`tests from 1.33.0 (abc1234) against wheel 1.31.1` when the tests' ORT release is another major.minor."""
+    return skew(result.provenance.source, result.provenance.wheel_version)
+
+
+def cell_skew(by_mode: dict[str, Result]) -> str | None:
+    """The skew of a cell: the first of its modes' (they share the tree and the wheel)."""
+    return next((s for r in by_mode.values() if (s := skew_text(r))), None)
 
 
 def change_sections(report: Report) -> list[tuple[str, list[Change]]]:

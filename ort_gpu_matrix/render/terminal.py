@@ -6,6 +6,7 @@ from ..report import Report
 from .escape import term
 from .summary import (
     audit_line,
+    cell_skew,
     cell_text,
     change_sections,
     clip,
@@ -36,6 +37,7 @@ def render(report: Report) -> str:
     lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows), ""]
     for cell, by_mode in grid.items():
         lines.append(f"  {cell}: {audit_line(list(by_mode.values()))}")
+        lines += [f"  {cell}: version skew: {s}" for s in [cell_skew(by_mode)] if s]
         if cell in report.provenance_changes:
             before, after = report.provenance_changes[cell]
             lines.append(f"  {cell}: ORT {before} -> {after}")
