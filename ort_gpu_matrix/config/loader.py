@@ -23,7 +23,20 @@ from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
 from .duplicates import duplicate
-from .model import BACKENDS, ID_PATTERN, LOADERS, PYTHON_PATTERN, Libs, Matrix, Ort, Settings, Suite, Torch, keys_of
+from .model import (
+    BACKENDS,
+    ID_PATTERN,
+    LOADERS,
+    PYTHON_PATTERN,
+    TEETH_SCOPES,
+    Libs,
+    Matrix,
+    Ort,
+    Settings,
+    Suite,
+    Torch,
+    keys_of,
+)
 from .pairings import expand
 
 T = TypeVar("T")
@@ -247,6 +260,11 @@ def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
         suite = r.entry({k: v for k, v in body.items() if k != "expect"}, key, Suite, id=ident)
         if "files" in body and not suite.files:
             r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
+        if suite.teeth_scope not in TEETH_SCOPES:
+            near = difflib.get_close_matches(suite.teeth_scope, TEETH_SCOPES, n=1, cutoff=0.6)
+            r.bad(f"{key}.teeth_scope", f"{suite.teeth_scope!r} is not a teeth scope"
+                  + (f" (did you mean `{near[0]}`?)" if near else ""), f'write teeth_scope = "{near[0] if near else "all"}"'
+                  ' (or "all" / "cudnn")')
         for name in sorted(suite.env):
             why = reserved(name)
             if why:

@@ -21,6 +21,7 @@ DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
 LOADERS = ("preload", "ort_preload_dlls", "torch_first")
+TEETH_SCOPES = ("all", "cudnn")
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
 _ANY_BACKEND = "|".join(BACKENDS)
@@ -206,6 +207,9 @@ class Suite:
     timeout: int = key("seconds a whole mode run may take before its process group is stopped", 3600, minimum=1)
     test_timeout: int | None = key("seconds one test may take (pytest-timeout, installed when set)", None,
                                    minimum=1)
+    teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched a cuDNN tier in '
+                           "this venv's require_cudnn run of the same nox process or sweep, plus those "
+                           "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property
