@@ -153,7 +153,8 @@ def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
     def chain(job: Job) -> float:  # the job and everything that waits on it
         return cost[job] + max((chain(d) for d in jobs if d.after is job), default=0.0)
 
-    order = sorted(jobs, key=lambda j: -chain(j))  # stable: equal ranks keep the matrix's order
+    # unknown first among equals (it may be longer still); stable: equal ranks keep the matrix's order
+    order = sorted(jobs, key=lambda j: (-chain(j), j.predicted_s is not None))
     best = simulate(order, cost, slots)
     tried = 0
     improved = True
@@ -323,7 +324,8 @@ def last_lines(log: Path, n: int = TAIL_LINES) -> str:
             text = f.read().decode(errors="replace")
     except OSError as exc:
         return f"(its log cannot be read: {exc.strerror or exc})"
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()][-n:]
+    lines = [ln.rstrip("\r").strip(" \t") for ln in text.split("\n")]  # a \r inside a line is shown, not obeyed
+    lines = [ln for ln in lines if ln][-n:]
     return " | ".join(_shown(ln) for ln in lines) or "(its log is empty)"
 
 

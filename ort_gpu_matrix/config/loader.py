@@ -263,8 +263,7 @@ def _suites(r: Reader, data: dict[str, Any]) -> dict[str, Suite]:
         if suite.teeth_scope not in TEETH_SCOPES:
             near = difflib.get_close_matches(suite.teeth_scope, TEETH_SCOPES, n=1, cutoff=0.6)
             r.bad(f"{key}.teeth_scope", f"{suite.teeth_scope!r} is not a teeth scope"
-                  + (f" (did you mean `{near[0]}`?)" if near else ""), f'write teeth_scope = "{near[0] if near else "all"}"'
-                  ' (or "all" / "cudnn")')
+                  + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(TEETH_SCOPES)}")
         for name in sorted(suite.env):
             why = reserved(name)
             if why:
