@@ -357,16 +357,15 @@ def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list
 
 
 def collect(job: Job, results_dir: Path, stopped: str | None) -> Result | str:
-    """The job's fresh result, or what fails its cell, weighing the child's exit code and its result together."""
+    """The job's fresh result, or what fails its cell: a child that stored no result of this sweep, whatever its
+    exit code, with that code and its log's last lines. A fresh result is judged by what it says (a failing
+    verdict also makes the child exit non-zero)."""
     if job.proc is None:
         return f"not started: the sweep was interrupted ({stopped})"
     found = fresh_result(job, results_dir)
     if isinstance(found, str):
         why = f"interrupted ({stopped}) before it stored a result" if job.interrupted else found
         return f"{job.mode}: {why}; its child exited {job.returncode} (log {job.log}): {last_lines(job.log)}"
-    if job.returncode != 0 and found.passed and not job.interrupted:
-        return (f"{job.mode}: its child exited {job.returncode} after storing a passing result (log {job.log}): "
-                f"{last_lines(job.log)}")
     return found
 
 

@@ -179,19 +179,21 @@ def records(log):
 
 
 def test_the_modes_of_one_cell_share_the_slots_and_teeth_follows_its_census_on_its_slot(tmp_path, venvs):
-    """normal and require_cudnn of one cell run at once on two slots; teeth starts once require_cudnn has
-    stored, on the slot that ran it, and checks its coverage against that run's census, from another process."""
+    """Four slots, four mode runs: normal and require_cudnn of one cell run at once, but teeth waits for its
+    require_cudnn to store, then checks its coverage against that run's census, from another process. The
+    next sweep puts the longest run first, though the matrix lists a short cell before it."""
     log = tmp_path / "slots.jsonl"
-    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 10, "require_cudnn": 1, "teeth": 0.5}})
-    proc = sweep(tmp_path, venvs, "--gpus", "0,1")
+    write_modes_matrix(tmp_path / "m.toml", log, {"y": {"normal": 0},
+                                                  "x": {"normal": 14, "require_cudnn": 3, "teeth": 0.5}})
+    proc = sweep(tmp_path, venvs, "--gpus", "0,1,2,3")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "plan: 3 mode run(s) on 2 slot(s), longest first: " in proc.stdout
+    assert "plan: 4 mode run(s) on 4 slot(s), longest first: " in proc.stdout
     assert "no predicted makespan: no run has a recorded duration yet" in proc.stdout
     rec = records(log)
     n, rc, teeth = rec["x", "normal"], rec["x", "require_cudnn"], rec["x", "teeth"]
     assert n["start"] < rc["end"] and rc["start"] < n["end"]  # one cell, two modes at once
     assert n["cuda_visible_devices"] != rc["cuda_visible_devices"]
-    assert teeth["start"] > rc["end"]  # teeth waited for its census
+    assert teeth["start"] > rc["end"]  # teeth waited for its census, though a slot was free all along
     assert teeth["start"] < n["end"]  # ... and only for it, not for the whole cell
     assert teeth["cuda_visible_devices"] == rc["cuda_visible_devices"]  # on the slot that ran require_cudnn
     results = tmp_path / "results"
@@ -201,15 +203,17 @@ def test_the_modes_of_one_cell_share_the_slots_and_teeth_follows_its_census_on_i
     for m, r in stored.items():  # each result records the GPU its own run was given
         assert r["gpu"]["cuda_visible_devices"] == rec["x", m]["cuda_visible_devices"]
     timeline = {t["session"]: t for t in json.loads((results / "sweep-timeline.json").read_text())}
-    assert {t["gpu"] for t in timeline.values()} == {"0", "1"}
+    assert len(timeline) == 4 and {t["gpu"] for t in timeline.values()} <= {"0", "1", "2", "3"}
     assert timeline[f"gpu-{PY}-x-teeth"]["slot"] == timeline[f"gpu-{PY}-x-require_cudnn"]["slot"]
+    for session, t in timeline.items():  # each run's own log
+        assert t["log"] == str(results / "sweep-logs" / f"{session}.log") and "test session starts" in open(t["log"]).read()
 
-    again = sweep(tmp_path, venvs, "--gpus", "0,1")  # now each run has a last known duration
+    again = sweep(tmp_path, venvs, "--gpus", "0,1,2,3")  # now each run has a last known duration
     assert again.returncode == 0, again.stdout[-3000:]
     plan_line = next(ln for ln in again.stdout.splitlines() if "plan: " in ln)
     assert "?" not in plan_line and "predicted makespan " in plan_line, plan_line
     queue = plan_line.split("longest first: ")[1].split(";")[0].split(", ")
-    assert queue[0].startswith(f"gpu-{PY}-x-normal "), queue  # the longest (10 s) first
+    assert queue[0].startswith(f"gpu-{PY}-x-normal "), queue  # the longest (14 s) first, not the matrix's first
 
 
 def test_slots_per_gpu_runs_n_mode_runs_on_one_gpu(tmp_path, venvs):
@@ -324,16 +328,23 @@ while time.time() < deadline:
 
 
 def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_lines(tmp_path, venvs):
-    """A child whose venv build fails exits 1 before storing; another exits 0 but its result is gone (a detached
-    process deletes it as it appears). Both fail their cells, naming the exit code and the log's last lines."""
+    """A first sweep stores a PASS for every cell. In the second, one child's venv build fails before its run
+    starts, so that old PASS is still the current result; another child exits 0 but its result is gone (a
+    detached process deletes it as it appears). Both fail their cells, naming the exit code and the child's
+    last log lines; the old PASS never stands in."""
     log = tmp_path / "slots.jsonl"
+    cells = {"ok": {"normal": 8}, "bad": {"normal": 0}, "gone": {"normal": 0}}
+    write_modes_matrix(tmp_path / "m.toml", log, cells)
+    assert sweep(tmp_path, venvs, "--gpus", "0,1,2").returncode == 0
+    results = tmp_path / "results"
+    old = json.loads((results / f"gpu-{PY}-bad-normal.json").read_text())
+    assert old["verdict"] == "pass"
+
     broken = tmp_path / "onnxruntime-1.32.0-py3-none-any.whl"
     broken.write_text("not a zip\n")
-    extra = f'[ort.broken]\nwheel = "{broken}"'
-    write_modes_matrix(tmp_path / "m.toml", log, {"ok": {"normal": 8}, "bad": {"normal": 0}, "gone": {"normal": 0}},
-                       extra=extra, ort={"bad": "broken"})
-    results = tmp_path / "results"
+    write_modes_matrix(tmp_path / "m.toml", log, cells, extra=f'[ort.broken]\nwheel = "{broken}"', ort={"bad": "broken"})
     target = results / f"gpu-{PY}-gone-normal.json"
+    target.unlink()
     deleter = subprocess.Popen([sys.executable, "-c", DELETER, str(target)], start_new_session=True)
     try:
         proc = sweep(tmp_path, venvs, "--gpus", "0,1,2")
@@ -344,13 +355,15 @@ def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_li
     data = json.loads((results / "sweep.json").read_text())
     errors = data["errors"]
     bad_log = results / "sweep-logs" / f"gpu-{PY}-bad-normal.log"
-    assert errors[f"gpu-{PY}-bad"].startswith(f"normal: it stored no result; its child exited 1 (log {bad_log}): "), errors
+    assert errors[f"gpu-{PY}-bad"].startswith(
+        f"normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep (run {old['run_id']}); its child "
+        f"exited 1 (log {bad_log}): "), errors
     assert "Session sweep aborted" in errors[f"gpu-{PY}-bad"]  # the child's own last lines
     gone_log = results / "sweep-logs" / f"gpu-{PY}-gone-normal.log"
     assert errors[f"gpu-{PY}-gone"].startswith(f"normal: it stored no result; its child exited 0 (log {gone_log}): ")
     assert "Session sweep was successful" in errors[f"gpu-{PY}-gone"]
     assert [c["cell"] for c in data["cells"]] == [f"gpu-{PY}-ok"]  # the others still ran and count
-    assert f"  gpu-{PY}-bad: normal: it stored no result; its child exited 1" in proc.stdout
+    assert f"  gpu-{PY}-bad: normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep" in proc.stdout
 
 
 def test_a_child_log_tail_is_shown_escaped(tmp_path):
@@ -421,3 +434,26 @@ def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
     order, makespan = plan(unknown, 2)
     assert makespan is None  # nothing to predict from
     assert [j.mode for j in order][0] == "require_cudnn"  # the one teeth waits on goes first
+
+
+def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
+    from ort_gpu_matrix.scheduler import _pick
+
+    rc, teeth = _jobs({"a": {"require_cudnn": 1, "teeth": 1}}, tmp_path)
+    assert _pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
+    assert _pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
+    assert _pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
+
+
+def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
+    from ort_gpu_matrix.scheduler import last_duration
+
+    runs = tmp_path / "runs" / "s-teeth"
+    for run_id, data in [("20261130T100000Z-aaaaaaaa", {"duration_s": 7.5, "command": ["pytest"], "stopped": None}),
+                         ("20261130T110000Z-bbbbbbbb", {"duration_s": 2.0, "command": ["pytest"],
+                                                        "stopped": "interrupted (SIGINT)"}),
+                         ("20261130T120000Z-cccccccc", {"duration_s": 0.0, "command": [], "stopped": None})]:
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "result.json").write_text(json.dumps(data))
+    assert last_duration(tmp_path, "s-teeth") == 7.5  # not the refused run, not the interrupted one
+    assert last_duration(tmp_path, "s-normal") is None

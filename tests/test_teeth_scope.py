@@ -126,9 +126,14 @@ def test_a_named_census_counts_only_from_the_same_venv_and_only_as_a_require_cud
     proc, teeth = _child(harness, ref)
     assert teeth["reasons"] == [NO_CENSUS] and teeth["command"] == [], proc.stdout[-3000:]
 
+    elsewhere = harness.results / "runs" / f"{CELL}-normal" / rc["run_id"]  # the same file, under another name
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "result.json").write_text(stored.read_text())
     for bad, why in [(f"../../{CELL}-require_cudnn={rc['run_id']}", "expected SESSION=RUN_ID"),
                      (f"{CELL}-require_cudnn=../{rc['run_id']}", "expected SESSION=RUN_ID"),
-                     (f"{CELL}-normal={rc['run_id']}", "cannot be read")]:
+                     (f"{CELL}-require_cudnn=20261130T061203Z-00000000", "cannot be read"),
+                     (f"{CELL}-normal={rc['run_id']}", f"holds {CELL}-require_cudnn run {rc['run_id']} (require_cudnn), "
+                                                        f"not {CELL}-normal={rc['run_id']}")]:
         proc, teeth = _child(harness, bad)
         assert why in proc.stdout and teeth["reasons"] == [NO_CENSUS], proc.stdout[-3000:]
 
