@@ -70,6 +70,7 @@ class _ModeJSON:
     teeth: dict[str, list[str]] | None = None
     library: _LibraryJSON | None = None
     provenance: dict[str, str | float | None] | None = None
+    teeth_scope: Literal["all", "cudnn"] = "all"
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class ModeRecord:
     teeth: dict[str, list[str]] | None  # bitten and toothless test ids, when coverage was checked
     library: dict[str, Any]  # by-name cudnn and cudart (file and version), the cuDNN copies mapped
     provenance: dict[str, Any]
+    teeth_scope: str = "all"  # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
@@ -98,16 +100,18 @@ class ModeRecord:
         if cov is not None and cov.checked:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
-        return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r))
+        return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
+                   cov.scope if cov is not None else "all")
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
-                "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())}}
+                "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())},
+                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
         return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
-                   d.get("library") or {}, d.get("provenance") or {})
+                   d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")))
 
 
 def library_summary(r: Result) -> dict[str, Any]:

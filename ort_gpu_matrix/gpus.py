@@ -1,7 +1,13 @@
 """Which GPUs a sweep may use, and what the one a run was given is.
 
-`--gpus 0,1` names slots, `--gpus all` asks `nvidia-smi -L`. A run records the GPU it was given:
-CUDA_VISIBLE_DEVICES as set for it, and that GPU's UUID and name when nvidia-smi is there.
+`--gpus 0,1` names GPUs, `--gpus all` asks `nvidia-smi -L`; `--slots-per-gpu N` runs N mode runs on
+each at once. Where nvidia-smi answers, an index it does not list is an error, since a run given a
+GPU that does not exist would fail in its first CUDA call, or worse, see none and skip. Where it is
+missing, indices are taken as given, with a warning: they are then only slots (the CPU tests use
+them so), and `all` means no slots: the cells run one after another in the sweep's own process.
+
+A run records the GPU it was given: CUDA_VISIBLE_DEVICES as set for it, and that GPU's UUID and
+name when nvidia-smi is there.
 """
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from functools import cache
 
 _LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
@@ -19,33 +26,60 @@ class GpuError(Exception):
 
 
 @cache
-def inventory() -> dict[str, tuple[str, str]]:
-    """index -> (uuid, name), from `nvidia-smi -L`; empty without nvidia-smi."""
+def listing() -> dict[str, tuple[str, str]] | str:
+    """index -> (uuid, name), from `nvidia-smi -L`; or why the GPUs cannot be listed."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        return {}
+        return "nvidia-smi is not on PATH"
     try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"nvidia-smi -L failed ({exc})"
+    if proc.returncode != 0:
+        return f"nvidia-smi -L exited {proc.returncode}"
     found = {}
-    for line in out.splitlines():
+    for line in proc.stdout.splitlines():
         m = _LINE.match(line.strip())
         if m:
             found[m.group(1)] = (m.group(3), m.group(2))
     return found
 
 
-def slots(spec: str | None) -> list[str]:
-    """The GPU indices to run cells on, one cell per index at a time; [] means one after another."""
+def inventory() -> dict[str, tuple[str, str]]:
+    """index -> (uuid, name); empty when nvidia-smi cannot tell."""
+    found = listing()
+    return found if isinstance(found, dict) else {}
+
+
+def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = print) -> list[str]:
+    """The GPU of each slot, N slots per GPU, spread over the GPUs first; [] means in-process, one after another."""
+    if per_gpu < 1:
+        raise GpuError(f"--slots-per-gpu {per_gpu}: give 1 or more mode runs per GPU")
     if spec is None:
+        if per_gpu != 1:
+            raise GpuError("--slots-per-gpu needs --gpus (0,1 or all): without it, cells run one after another")
         return []
+    found = listing()
     if spec == "all":
-        return sorted(inventory(), key=int)
-    parts = [p.strip() for p in spec.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
-        raise GpuError(f"--gpus {spec!r}: give GPU indices such as 0,1 (each once), or all")
-    return parts
+        if isinstance(found, str):
+            warn(f"--gpus all: {found}, so no GPU can be listed: running the cells one after another in this process")
+            return []
+        if not found:
+            warn("--gpus all: nvidia-smi -L lists no GPU: running the cells one after another in this process")
+            return []
+        gpus = sorted(found, key=int)
+    else:
+        gpus = [p.strip() for p in spec.split(",") if p.strip()]
+        if not gpus or not all(p.isdigit() for p in gpus) or len(set(gpus)) != len(gpus):
+            raise GpuError(f"--gpus {spec!r}: give GPU indices such as 0,1 (each once), or all")
+        if isinstance(found, str):
+            warn(f"--gpus {spec}: {found}, so the indices cannot be checked: taken as given, as slots")
+        else:
+            missing = [g for g in gpus if g not in found]
+            if missing:
+                there = ", ".join(f"{i} ({found[i][1]})" for i in sorted(found, key=int)) or "none"
+                raise GpuError(f"--gpus {spec}: no GPU {', '.join(missing)} on this host; nvidia-smi -L lists: {there}")
+    return [g for _ in range(per_gpu) for g in gpus]
 
 
 def this_run() -> dict[str, str | None] | None:

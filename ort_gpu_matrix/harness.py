@@ -4,7 +4,15 @@ Modes run in canonical order, and each stored Result is kept in `earlier` for
 the rest of the nox process, so teeth checks its coverage against the
 require_cudnn census made moments before in the same venv, passed forward in
 memory rather than read back from a results dir that another run may have
-written.
+written. A `--gpus` sweep runs teeth in a child process of its own: its parent
+names the require_cudnn run it saw that child's sibling store in this sweep
+(`census_from_store`), and the child reads that run's own bundle, never the
+session's current file. Either way the census counts only when it came from
+the same venv fingerprint.
+
+With `teeth_scope = "cudnn"`, teeth runs only the tests that census says
+dispatched cuDNN, plus those `known_toothless` names. Without a census it does
+not run at all: it fails and says why, rather than silently run everything.
 
 Each mode run holds its session's lock from start to stored result, so two runs
 of one session wait for each other instead of interleaving; its private dir is
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
@@ -22,27 +31,88 @@ from filelock import FileLock, Timeout
 
 from . import libsets, ortsource, results
 from .cells import Cell
-from .config.model import Matrix
+from .config.model import Matrix, TeethExpect
 from .elf import kind
 from .errors import MatrixError
 from .fsutil import mark_cache_dir
 from .host import Resolved, pinned_files
 from .junit import JunitError, read
-from .modes import MODES, spec
+from .modes import MODES, Mode, spec
+from .orphans import new_workdir
 from .ortsource import SourceTree
 from .render.escape import term
 from .results import Result
-from .run import RunOutcome, new_workdir, remove_workdir, run_mode
+from .run import RunOutcome, not_started, remove_workdir, run_mode
 from .venvs import BuildError, Venv, ensure_venv
-from .verdicts import Dispatch, Evidence, judge
+from .verdicts import Evidence, judge, refused, scoped
 
 
-def _prior(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Dispatch | None:
+def _prior(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Result | None:
     source = spec(mode).coverage_from
     if source is None:
         return None
     prior = earlier.get(cell.mode_session(source.value))
-    return prior.dispatch if prior is not None and prior.venv.fingerprint == fingerprint else None
+    return prior if prior is not None and prior.venv.fingerprint == fingerprint else None
+
+
+class CensusError(Exception):
+    """A --census reference that names no require_cudnn run in the results dir; the message says which."""
+
+
+_RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
+
+
+def census_from_store(results_dir: Path, ref: str) -> Result:
+    """`SESSION=RUN_ID`: the require_cudnn run a --gpus parent saw its child store in this sweep, read from that
+    run's own bundle. Its venv fingerprint is checked against teeth's own when teeth uses it (`_prior`)."""
+    session, sep, run_id = ref.partition("=")
+    if not sep or not _RUN_ID.match(run_id) or not session or "/" in session or session.startswith("."):
+        raise CensusError(f"--census {ref!r}: expected SESSION=RUN_ID, e.g. gpu-3.12-x-require_cudnn=20261130T061203Z-3fa2c1d8")
+    path = results_dir / "runs" / session / run_id / "result.json"
+    try:
+        found = results.load(path)
+    except results.ResultError as exc:
+        raise CensusError(f"the require_cudnn census {ref} cannot be read: {exc}") from None
+    if (found.session, found.run_id, found.mode) != (session, run_id, Mode.REQUIRE_CUDNN.value):
+        raise CensusError(f"{path} holds {found.session} run {found.run_id} ({found.mode}), not {ref}")
+    return found
+
+
+def censuses(results_dir: Path, refs: Sequence[str], warn: Callable[[str], None]) -> dict[str, Result]:
+    """The require_cudnn runs a --gpus parent named (`--census`), by session; one that cannot be read is left out
+    with a warning, and the teeth that needed it then says it had no census."""
+    found = {}
+    for ref in refs:
+        try:
+            result = census_from_store(results_dir, ref)
+        except CensusError as exc:
+            warn(str(exc))
+            continue
+        found[result.session] = result
+    return found
+
+
+def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[str] | None, str | None]:
+    """For a scoped teeth: (the node ids to run, None), or (None, why it cannot run). (None, None): unscoped."""
+    if spec(mode).coverage_from is None or cell.suite.teeth_scope == "all":
+        return None, None
+    source = cell.mode_session(Mode.REQUIRE_CUDNN.value)
+    if prior is None:
+        return None, (f'teeth_scope = "cudnn" needs the census of {source} from this nox process or sweep, in this '
+                      f"venv, and there is none: run it first (nox -s {cell.name}, or nox -s {source} "
+                      f'{cell.mode_session(mode)}), or set teeth_scope = "all"')
+    expect = cell.suite.expect[mode]
+    assert isinstance(expect, TeethExpect)
+    collected = [n for n in prior.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in prior.outcomes)]
+    named = {n for n in collected if any(re.search(rule.test, n) for rule in expect.known_toothless)}
+    keep = sorted(set(prior.dispatch.cudnn_tests()) | named)
+    if not keep:
+        return None, (f'teeth_scope = "cudnn": {source} dispatched no cuDNN test and known_toothless names none of '
+                      "its tests: teeth has nothing to run")
+    return keep, None
+
+
+TEARDOWN = "::teardown"  # the id verdicts give a teardown error, beside its test's own
 
 
 def evidence(outcome: RunOutcome) -> Evidence:
@@ -78,11 +148,24 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
     try:
         results.retire_current(ws.results_dir, session)
         log(f"{session}: pytest in a private dir, LD_PRELOAD={':'.join(resolved.preload) or '(none)'}")
-        workdir = new_workdir(session)
+        workdir = new_workdir(session, log)
         try:
-            outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log)
-            verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
-                            str(venv.path), _prior(earlier, cell, mode, venv.fingerprint), source, cell=cell.name)
+            prior = _prior(earlier, cell, mode, venv.fingerprint)
+            keep, refusal = teeth_selection(cell, mode, prior)
+            if refusal is not None:
+                log(f"{session}: not run: {refusal}")
+                outcome = not_started(workdir, refusal)
+                verdict = refused(refusal, cell.suite.teeth_scope)
+            else:
+                if keep is not None:
+                    log(f"{session}: teeth_scope cudnn: {len(keep)} test(s) of {len(prior.outcomes) if prior else 0} "
+                        f"from {prior.session if prior else '?'} run {prior.run_id if prior else '?'}")
+                outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log, keep=keep)
+                verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
+                                str(venv.path), prior.dispatch if prior is not None else None, source,
+                                cell=cell.name)
+                if spec(mode).coverage_from is not None:
+                    verdict = scoped(verdict, cell.suite.teeth_scope, None if keep is None else len(keep))
             result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
                                    results.new_run_id(outcome.started), source)
             stored = results.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,

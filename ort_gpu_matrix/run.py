@@ -9,7 +9,7 @@ tests that were running when a run was stopped. The verdict weighs them.
 """
 from __future__ import annotations
 
-import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -30,16 +30,17 @@ import ort_matrix_probe
 from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
-from .fsutil import copy_atomic, private_dir
+from .fsutil import copy_atomic
 from .host import Resolved
+from .orphans import die_with_parent
 from .testenv import mode_env
 from .venvs import Venv, importable
 
 PROBE = "ort_matrix_probe"
 PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
+KEEP_ENV = "ORT_MATRIX_KEEP"  # the probe reads the node ids to keep from this file (a JSON list)
 STOP_GRACE_S = 10.0  # after SIGINT, how long pytest may take to write its report before SIGKILL
-_PR_SET_PDEATHSIG = 1
 
 
 class Interrupted(KeyboardInterrupt):
@@ -85,14 +86,6 @@ def install_probe(venv: Venv) -> None:
     for stale in target.glob("*.py"):
         if stale.name not in sources:
             stale.unlink()
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the harness dies, so a killed nox leaves no pytest behind."""
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def _stop_group(proc: subprocess.Popen[str], grace: float) -> None:
@@ -191,9 +184,39 @@ class _Signals:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+def not_started(workdir: Path, why: str) -> RunOutcome:
+    """The outcome of a run that was refused before pytest started: nothing ran, and its log says why."""
+    log = workdir / "pytest.log"
+    log.write_text(f"ort-gpu-matrix: not run: {why}\n")
+    return RunOutcome(None, workdir, log, workdir / "junit.xml", workdir / "report.json", None, None, None, None,
+                      Progress(), {}, time.time(), 0.0)
+
+
+def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:
+    """The test files (or dirs) that hold a kept node id: the others need not even be imported.
+
+    Node ids are relative to the root (pytest runs with --rootdir there). A file outside the root is
+    kept, since its ids cannot be told apart; and if nothing matched at all, every file is kept (the
+    probe's selection still applies).
+    """
+    wanted = {nodeid.split("::", 1)[0] for nodeid in keep}
+    out = []
+    for f in files:
+        rel = os.path.relpath(f, root).replace(os.sep, "/")
+        if rel.startswith("../") or rel in wanted or any(w.startswith(rel.rstrip("/") + "/") for w in wanted):
+            out.append(f)
+    return out or list(files)
+
+
 def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
-             echo: Callable[[str], None] = print, say: Callable[[str], None] = print) -> RunOutcome:
-    """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses."""
+             echo: Callable[[str], None] = print, say: Callable[[str], None] = print,
+             keep: Sequence[str] | None = None) -> RunOutcome:
+    """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses.
+
+    `keep`: run only these node ids (a scoped teeth). They go to the probe in a file, which keeps
+    exactly those items at collection, in every xdist worker alike: no node id is parsed as a
+    command-line argument, and no command line grows with the number of tests.
+    """
     install_probe(venv)
     ini = workdir / "pytest.ini"
     ini.write_text("[pytest]\n")
@@ -202,6 +225,12 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     digest_r, digest_w = os.pipe()
     channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
                 "ORT_MATRIX_DIGEST_FD": str(digest_w), **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
+    files = list(r.test_files)
+    if keep is not None:
+        selection = workdir / "keep.json"
+        selection.write_text(json.dumps(sorted(keep)))
+        channels[KEEP_ENV] = str(selection)
+        files = narrowed(files, r.suite_root, keep)
     suite = cell.suite
     env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels)
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
@@ -214,7 +243,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         plugins += ["-p", name]
     cmd = [str(venv.python), *safe_path, "-m", "pytest", *plugins, "-c", str(ini), "--rootdir", r.suite_root,
            "--confcutdir", r.suite_root, "-o", f"cache_dir={workdir / '.pytest_cache'}",
-           f"--junitxml={junit}", *suite.pytest_args, *posargs, *r.test_files]
+           f"--junitxml={junit}", *suite.pytest_args, *posargs, *files]
     say(f"$ {shlex.join(cmd)}")
     started = time.time()
     stopped: str | None = None
@@ -224,7 +253,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         try:
             proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace", pass_fds=(digest_w,),
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+                                    start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()))
         finally:
             os.close(digest_w)
         pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
@@ -295,7 +324,3 @@ def _read_report(path: Path) -> tuple[ProbeReport | None, str | None, str | None
 
 def remove_workdir(workdir: Path) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
-
-
-def new_workdir(session: str) -> Path:
-    return private_dir(f"ort-matrix-{session}-")

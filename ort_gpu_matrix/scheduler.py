@@ -1,12 +1,24 @@
-"""Cells in parallel, one per GPU slot, as child processes: a small scheduler over subprocess.
+"""Mode runs in parallel over GPU slots, as child processes: a small scheduler over subprocess.
 
-nox's own parallelism knows nothing of GPUs, so each cell runs as its own `nox -s sweep -- --child
---select <cell>` with CUDA_VISIBLE_DEVICES set to its slot. Each child writes its own log; the
-terminal shows a line as each cell starts and ends, and every 30 s the cells still running. A
-failing or crashing child never stops the others. Ctrl-C (or SIGTERM) is passed to every child,
-whose harness then stores an `interrupted` result for the mode it was running; cells not yet
-started never start. The scheduler then returns (it does not raise), so the sweep still reads back
-what the children stored and writes its report before it fails.
+nox's own parallelism knows nothing of GPUs, so each mode run is a child `nox -s sweep -- --child
+--select <cell>-<mode>` with CUDA_VISIBLE_DEVICES set to its slot's GPU. The unit is the mode run,
+not the cell: a slot that drew two 3-mode cells in a row would otherwise finish long after the
+others went idle. normal and require_cudnn of one cell may run at once on two slots; teeth waits
+for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
+`census_args`), and prefers the slot that ran it.
+
+The queue is longest first: each run's last known duration from the results dir (no data counts
+as the longest), with a require_cudnn ranked by the teeth that waits on it too. The order is then
+refined by simulating the schedule (`plan`), a few hundred moves at most, and the predicted
+makespan is logged with it.
+
+Each child writes its own log; the terminal shows a line as each run starts and ends, and every
+30 s the runs still going. A failing or crashing child never stops the others, and its exit code
+counts: a child that stored no fresh result fails its cell with its log's last lines. Every child
+dies with this process (PR_SET_PDEATHSIG). Ctrl-C (or SIGTERM) is passed to every child, whose
+harness then stores an `interrupted` result; runs not yet started never start. The scheduler then
+returns (it does not raise), so the sweep still reads back what the children stored and writes
+its report before it fails.
 
 Signals are blocked while a child is being started and entered in `running`: an interrupt that
 lands between fork and bookkeeping would otherwise leave a child (in a session of its own, so the
@@ -14,6 +26,7 @@ terminal's Ctrl-C never reaches it) running on, unsignalled.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,24 +34,30 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .cells import Cell
+from .modes import MODES, spec
+from .orphans import die_with_parent
+from .results import Result, ResultError, current_path, load
 
 CHILD_GRACE_S = 30.0
+STATUS_EVERY_S = 30.0
+TAIL_LINES = 5  # of a child's log, in the reason when it stored nothing
+SEARCH_BUDGET = 400  # schedules simulated while refining the order: milliseconds for a matrix's worth of runs
 _STOP = {signal.SIGINT, signal.SIGTERM}
 
 
-def _unblock() -> None:
-    """In the child, before exec: the mask blocked around Popen is inherited, so lift it."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
-
-
-@dataclass
+@dataclass(eq=False)  # identity: a job is one run of one child
 class Job:
     cell: Cell
-    modes: tuple[str, ...]
+    mode: str
     log: Path
+    predicted_s: float | None = None  # its last known duration; None: no data (planned as the longest)
+    after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
+    before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
+    slot: int | None = None
     gpu: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
@@ -46,22 +65,156 @@ class Job:
     returncode: int | None = None
     interrupted: bool = False  # the sweep was stopped while this job ran, or before it could start
 
-
-def _selector(job: Job) -> list[str]:
-    if tuple(job.modes) == tuple(job.cell.modes):
-        return [job.cell.name]
-    return [job.cell.mode_session(m) for m in job.modes]
+    @property
+    def session(self) -> str:
+        return self.cell.mode_session(self.mode)
 
 
-def run(jobs: Sequence[Job], gpus: Sequence[str], noxfile: Path, child_args: Sequence[str],
-        say: Callable[[str], None] = print, poll_s: float = 0.2) -> str | None:
-    """Run every job, at most one per GPU slot at a time, filling in their timings and exit codes.
+def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float | None:
+    """The duration of the session's newest stored run that ran to its end (an interrupted one tells too little,
+    and one refused before pytest started tells nothing)."""
+    try:
+        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
+                         reverse=True)[:looked_at]  # run ids sort by start time
+    except OSError:
+        return None
+    for bundle in bundles:
+        try:
+            data = json.loads((bundle / "result.json").read_text())
+            if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted"):
+                return float(data["duration_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _current_run(results_dir: Path, session: str) -> str | None:
+    try:
+        return str(json.loads(current_path(results_dir, session).read_text()).get("run_id"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -> list[Job]:
+    """One job per chosen mode run, in the matrix's order, each with its last known duration and what it waits on."""
+    jobs: list[Job] = []
+    for cell, modes in runnable:
+        mine: dict[str, Job] = {}
+        for mode in (m for m in MODES if m in modes):
+            session = cell.mode_session(mode)
+            job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", last_duration(results_dir, session),
+                      before_run=_current_run(results_dir, session))
+            source = spec(mode).coverage_from
+            job.after = mine.get(source.value) if source is not None else None
+            mine[mode] = job
+            jobs.append(job)
+    return jobs
+
+
+def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
+          slot_of: dict[Job, int]) -> tuple[Job, int] | None:
+    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free."""
+    for job in waiting:
+        if job.after is None or job.after in finished:
+            preferred = slot_of.get(job.after) if job.after is not None else None
+            return job, preferred if preferred is not None and preferred in free else min(free)
+    return None
+
+
+def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int) -> float:
+    """The makespan of running `order` on `slots` slots as `run` does, with each job taking `cost` seconds."""
+    waiting, free = list(order), list(range(slots))
+    running: list[tuple[float, int, Job]] = []
+    finished: set[Job] = set()
+    slot_of: dict[Job, int] = {}
+    now = 0.0
+    while waiting or running:
+        while free and (pick := _pick(waiting, free, finished, slot_of)) is not None:
+            job, slot = pick
+            waiting.remove(job)
+            free.remove(slot)
+            slot_of[job] = slot
+            running.append((now + cost[job], slot, job))
+        if not running:
+            return float("inf")  # a job waits on one that is not in the plan
+        running.sort(key=lambda r: (r[0], r[1]))
+        now, slot, job = running.pop(0)
+        finished.add(job)
+        free.append(slot)
+    return now
+
+
+def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
+    """The queue order, longest first and refined by simulation, and its predicted makespan (None: no data)."""
+    known = [j.predicted_s for j in jobs if j.predicted_s is not None]
+    longest = max(known, default=1.0)
+    cost = {j: j.predicted_s if j.predicted_s is not None else longest for j in jobs}
+
+    def chain(job: Job) -> float:  # the job and everything that waits on it
+        return cost[job] + max((chain(d) for d in jobs if d.after is job), default=0.0)
+
+    # unknown first among equals (it may be longer still); stable: equal ranks keep the matrix's order
+    order = sorted(jobs, key=lambda j: (-chain(j), j.predicted_s is not None))
+    best = simulate(order, cost, slots)
+    tried = 0
+    improved = True
+    while improved and tried < SEARCH_BUDGET:  # move one job elsewhere in the queue; keep a strictly better plan
+        improved = False
+        for i in range(len(order)):
+            for k in range(len(order)):
+                if i == k or tried >= SEARCH_BUDGET:
+                    continue
+                candidate = order[:i] + order[i + 1:]
+                candidate.insert(k, order[i])
+                tried += 1
+                makespan = simulate(candidate, cost, slots)
+                if makespan < best - 1e-9:
+                    order, best, improved = candidate, makespan, True
+                    break
+            if improved:
+                break
+    return order, best if known else None
+
+
+def describe(order: Sequence[Job], makespan: float | None, slots: int) -> str:
+    """The plan, for the log: the queue with each run's last known duration, and the predicted makespan."""
+    queue = ", ".join(f"{j.session} {'?' if j.predicted_s is None else f'{j.predicted_s:.1f}'} s" for j in order)
+    total = sum(j.predicted_s or 0.0 for j in order)
+    unknown = sum(j.predicted_s is None for j in order)
+    if makespan is None:
+        guess = "no predicted makespan: no run has a recorded duration yet"
+    else:
+        guess = f"predicted makespan {makespan:.1f} s of {total:.1f} s run time"
+        if unknown:
+            guess += f" ({unknown} run(s) without a recorded duration counted as the longest)"
+    return f"plan: {len(order)} mode run(s) on {slots} slot(s), longest first: {queue}; {guess}"
+
+
+def _label(job: Job, slots: Sequence[str]) -> str:
+    return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
+
+
+def _child_setup(parent: int) -> Callable[[], None]:
+    def setup() -> None:
+        """In the child, before exec: lift the mask blocked around Popen, and die with the sweep."""
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+        die_with_parent(parent)
+    return setup
+
+
+def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
+        say: Callable[[str], None] = print, poll_s: float = 0.2,
+        args_for: Callable[[Job], Sequence[str]] = lambda job: ()) -> str | None:
+    """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU), filling in their timings and
+    exit codes. `args_for(job)` gives a job's own child arguments as it starts (teeth's census).
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
-    waiting = list(jobs)
-    free = list(gpus)
+    waiting = list(order)
+    free = list(range(len(slots)))
     running: list[Job] = []
+    finished: set[Job] = set()
+    slot_of: dict[Job, int] = {}
     last_status = time.time()
 
     def terminated(signum: int, frame: object) -> None:
@@ -72,9 +225,12 @@ def run(jobs: Sequence[Job], gpus: Sequence[str], noxfile: Path, child_args: Seq
     saved = signal.signal(signal.SIGTERM, terminated)
     try:
         while waiting or running:
-            while waiting and free:
-                job = waiting.pop(0)
-                job.gpu = free.pop(0)
+            while free and (pick := _pick(waiting, free, finished, slot_of)) is not None:
+                job, slot = pick
+                own = list(args_for(job))
+                waiting.remove(job)
+                free.remove(slot)
+                slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
                 env = {**os.environ, "CUDA_VISIBLE_DEVICES": job.gpu, "NCCL_NVLS_ENABLE": "0"}
                 job.log.parent.mkdir(parents=True, exist_ok=True)
                 signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
@@ -82,31 +238,33 @@ def run(jobs: Sequence[Job], gpus: Sequence[str], noxfile: Path, child_args: Seq
                     with job.log.open("wb") as sink:
                         job.proc = subprocess.Popen(
                             [sys.executable, "-m", "nox", "-f", str(noxfile), "-s", "sweep", "--", "--child",
-                             "--select", *_selector(job), *child_args],
+                             "--select", job.session, *own, *child_args],
                             env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                             start_new_session=True,  # a terminal's Ctrl-C reaches only us; we pass it on once
-                            preexec_fn=_unblock)
+                            preexec_fn=_child_setup(os.getpid()))
                     job.started = time.time()
                     running.append(job)
                 finally:
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # a pending signal lands here, job counted
-                say(f"[gpu {job.gpu}] {job.cell.name}: started (log {job.log})")
+                say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
+            if not running:
+                break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
             time.sleep(poll_s)
             for job in [j for j in running if j.proc is not None and j.proc.poll() is not None]:
-                assert job.proc is not None
+                assert job.proc is not None and job.slot is not None
                 job.ended, job.returncode = time.time(), job.proc.returncode
                 running.remove(job)
-                assert job.gpu is not None
-                free.append(job.gpu)
+                finished.add(job)
+                free.append(job.slot)
                 state = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
-                say(f"[gpu {job.gpu}] {job.cell.name}: {state} after {job.ended - job.started:.1f} s")
-            if running and time.time() - last_status >= 30:
+                say(f"{_label(job, slots)} {job.session}: {state} after {job.ended - job.started:.1f} s")
+            if running and time.time() - last_status >= STATUS_EVERY_S:
                 last_status = time.time()
-                say("running: " + "; ".join(f"[gpu {j.gpu}] {j.cell.name} {time.time() - j.started:.0f} s"
+                say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
                                             for j in running))
     except KeyboardInterrupt as exc:
         stopped = "SIGTERM" if str(exc) == "SIGTERM" else "SIGINT"
-        say(f"{stopped}: stopping {len(running)} running cell(s), each stores an interrupted result;"
+        say(f"{stopped}: stopping {len(running)} running mode run(s), each stores an interrupted result;"
             f" {len(waiting)} not started")
         _stop(running, waiting)
     finally:
@@ -151,3 +309,69 @@ def _stop(running: list[Job], waiting: list[Job]) -> None:
             if job.proc is not None and job.proc.poll() is None:
                 job.proc.kill()
         raise
+
+
+def _shown(text: str) -> str:
+    """Control characters as \\xNN: a child's log is untrusted text (test names, tracebacks) bound for a terminal."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def last_lines(log: Path, n: int = TAIL_LINES) -> str:
+    """The last `n` non-empty lines of a child's log, escaped, joined on one line."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+            text = f.read().decode(errors="replace")
+    except OSError as exc:
+        return f"(its log cannot be read: {exc.strerror or exc})"
+    lines = [ln.rstrip("\r").strip(" \t") for ln in text.split("\n")]  # a \r inside a line is shown, not obeyed
+    lines = [ln for ln in lines if ln][-n:]
+    return " | ".join(_shown(ln) for ln in lines) or "(its log is empty)"
+
+
+def fresh_result(job: Job, results_dir: Path) -> Result | str:
+    """The result the job's child stored in this sweep, or why there is none."""
+    path = current_path(results_dir, job.session)
+    try:
+        result = load(path)
+    except ResultError:
+        return "it stored no result"
+    started = datetime.fromtimestamp(int(job.started), UTC)
+    try:
+        stale = result.run_id == job.before_run or datetime.fromisoformat(result.started) < started
+    except ValueError:
+        stale = True
+    return f"{path} is older than this sweep (run {result.run_id})" if stale else result
+
+
+def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list[str]:
+    """For a teeth child: the require_cudnn run of this sweep whose census it reads. None fresh: no argument, and
+    teeth then runs unchecked (or, scoped, refuses to run) as it would without require_cudnn."""
+    if job.after is None:
+        return []
+    found = fresh_result(job.after, results_dir)
+    if isinstance(found, str):
+        say(f"{job.session}: starts without the census of {job.after.session}: {found}")
+        return []
+    return ["--census", f"{found.session}={found.run_id}"]
+
+
+def collect(job: Job, results_dir: Path, stopped: str | None) -> Result | str:
+    """The job's fresh result, or what fails its cell: a child that stored no result of this sweep, whatever its
+    exit code, with that code and its log's last lines. A fresh result is judged by what it says (a failing
+    verdict also makes the child exit non-zero)."""
+    if job.proc is None:
+        return f"not started: the sweep was interrupted ({stopped})"
+    found = fresh_result(job, results_dir)
+    if isinstance(found, str):
+        why = f"interrupted ({stopped}) before it stored a result" if job.interrupted else found
+        return f"{job.mode}: {why}; its child exited {job.returncode} (log {job.log}): {last_lines(job.log)}"
+    return found
+
+
+def timeline(jobs: Sequence[Job]) -> list[dict[str, object]]:
+    """sweep-timeline.json: each run that started, with its slot, GPU, times, exit code and log."""
+    return [{"cell": j.cell.name, "mode": j.mode, "session": j.session, "gpu": j.gpu, "slot": j.slot,
+             "predicted_s": j.predicted_s, "started": round(j.started, 3), "ended": round(j.ended, 3),
+             "exit": j.returncode, "log": str(j.log), "interrupted": j.interrupted}
+            for j in jobs if j.proc is not None]

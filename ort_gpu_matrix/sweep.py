@@ -32,7 +32,7 @@ from .harness import run_cell
 from .host import Resolved, check
 from .render import html, markdown
 from .report import GATES, Report, build
-from .results import Result, ResultError, StoreError, current_path, load
+from .results import Result, StoreError, current_path
 from .venvs import BuildError
 
 SWEEP_VERSION = 2
@@ -188,15 +188,16 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
 def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
         opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
         slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
-        child: bool = False) -> SweepOutcome:
+        child: bool = False, earlier: dict[str, Result] | None = None) -> SweepOutcome:
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
 
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
     report, sweep.json or baseline: the parent does, once every child is done.
+    `earlier`: results of this sweep stored by other children that a mode reads (teeth's census).
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     plan = prepare(matrix, chosen, Options() if child else opts, explicit, log)
-    earlier: dict[str, Result] = {}
+    earlier = dict(earlier or {})
     results: list[Result] = []
     errors = dict(plan.errors)
     in_slots: list[tuple[Cell, tuple[str, ...]]] = []
@@ -279,31 +280,24 @@ def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
               child_args: Sequence[str], errors: dict[str, str],
               log: Callable[[str], None]) -> tuple[list[Result], str | None]:
-    """Each cell as a child sweep in a GPU slot; then each chosen mode's current result, read back."""
-    logs = matrix.workspace.results_dir / "sweep-logs"
-    jobs = [scheduler.Job(cell, modes, logs / f"{cell.name}.log") for cell, modes in runnable]
-    stopped = scheduler.run(jobs, slots, noxfile, child_args, say=log)
+    """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back."""
+    results_dir = matrix.workspace.results_dir
+    jobs = scheduler.jobs_of(runnable, results_dir)
+    order, makespan = scheduler.plan(jobs, len(slots))
+    log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
+    stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
+                            args_for=lambda job: scheduler.census_args(job, results_dir, log))
     found: list[Result] = []
+    failed: dict[str, list[str]] = {}
     for job in jobs:
-        if job.proc is None:  # never started: the sweep was stopped first
-            errors[job.cell.name] = f"not started: the sweep was interrupted ({stopped})"
-            continue
-        for mode in job.modes:
-            path = current_path(matrix.workspace.results_dir, job.cell.mode_session(mode))
-            try:
-                result = load(path)
-            except ResultError:
-                why = f"interrupted ({stopped}) before it stored" if job.interrupted else "no"
-                errors[job.cell.name] = f"{why} result for {mode} (exit {job.returncode}; see {job.log})"
-                continue
-            if result.started < datetime.fromtimestamp(job.started, UTC).isoformat(timespec="seconds"):
-                errors[job.cell.name] = f"the result for {mode} is older than this sweep (see {job.log})"
-                continue
-            found.append(result)
-    timeline = [{"cell": j.cell.name, "gpu": j.gpu, "started": round(j.started, 3), "ended": round(j.ended, 3),
-                 "exit": j.returncode, "log": str(j.log), "interrupted": j.interrupted}
-                for j in jobs if j.proc is not None]
-    write_atomic(matrix.workspace.results_dir / "sweep-timeline.json", json.dumps(timeline, indent=2) + "\n")
+        got = scheduler.collect(job, results_dir, stopped)
+        if isinstance(got, Result):
+            found.append(got)
+        else:
+            failed.setdefault(job.cell.name, []).append(got)
+    for cell, whys in failed.items():
+        errors[cell] = "; ".join(dict.fromkeys(whys))
+    write_atomic(results_dir / "sweep-timeline.json", json.dumps(scheduler.timeline(jobs), indent=2) + "\n")
     return found, stopped
 
 

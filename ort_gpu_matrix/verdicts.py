@@ -76,7 +76,12 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class TeethCoverage:
-    """Which of require_cudnn's cuDNN tests the canary bit; unchecked without a fresh require_cudnn run."""
+    """Which of require_cudnn's cuDNN tests the canary bit; unchecked without a fresh require_cudnn run.
+
+    `scope` says which tests teeth ran: "all" of the suite, or "cudnn", only those that dispatched
+    cuDNN in require_cudnn plus those known_toothless names (`selected` of them). Counts of a scoped
+    run are not comparable with an unscoped one's, so the scope travels with the result.
+    """
 
     checked: bool = False
     cudnn_tests: int = 0
@@ -85,13 +90,16 @@ class TeethCoverage:
     declared_toothless: list[str] = field(default_factory=list)
     undeclared_toothless: list[str] = field(default_factory=list)
     bitten_tests: list[str] = field(default_factory=list)
+    scope: str = "all"
+    selected: int | None = None  # with scope "cudnn": how many node ids teeth was given
 
     def to_dict(self) -> dict[str, Any]:
+        scope = {"scope": self.scope, **({"selected": self.selected} if self.selected is not None else {})}
         if not self.checked:
-            return {"checked": False}
+            return {"checked": False, **scope}
         return {"checked": True, "cudnn_tests": self.cudnn_tests, "bitten": self.bitten, "toothless": self.toothless,
                 "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless,
-                "bitten_tests": self.bitten_tests}
+                "bitten_tests": self.bitten_tests, **scope}
 
 
 @dataclass(frozen=True)
@@ -485,3 +493,14 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
                    stale)
+
+
+def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:
+    """The verdict of a teeth run with the scope it ran under recorded (the judging itself is the same)."""
+    coverage = dataclasses.replace(verdict.teeth_coverage or TeethCoverage(), scope=scope, selected=selected)
+    return dataclasses.replace(verdict, teeth_coverage=coverage)
+
+
+def refused(reason: str, scope: str) -> Verdict:
+    """A teeth run that was not started, because what it needs is missing: a FAIL that says why."""
+    return Verdict(Status.FAIL, [reason], [], Counts(), Dispatch(), Libraries(), TeethCoverage(scope=scope))

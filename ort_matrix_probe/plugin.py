@@ -13,6 +13,10 @@ What the engine gets from here, and through which channel:
   report rewritten afterwards, by a conftest or anything else, is caught;
 - a progress file (ORT_MATRIX_PROGRESS), one line as each test starts and
   ends, so a run that hangs or is killed still says which tests were running.
+
+And what it gets from the engine: with ORT_MATRIX_KEEP, a file of the node ids
+to run (a scoped teeth); every other collected item is deselected, in each
+process that collects, so xdist's workers agree on one collection.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ REPORT_ENV = "ORT_MATRIX_REPORT"
 DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
 PROGRESS_ENV = "ORT_MATRIX_PROGRESS"
 OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
+KEEP_ENV = "ORT_MATRIX_KEEP"
 SDPA_PROP = "ort_matrix.sdpa"
 INJECT_PROP = "ort_matrix.injections"
 UNATTRIBUTED_PROP = "ort_matrix.unattributed"
@@ -93,6 +98,22 @@ class Probe:
     def _mark(self, event: str, nodeid: str) -> None:
         if self.progress is not None:
             self.progress.write(f"{event}\t{nodeid}\n")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        path = os.environ.get(KEEP_ENV)
+        if not path:
+            return
+        try:
+            with open(path) as f:
+                keep = set(json.load(f))
+        except (OSError, ValueError, TypeError) as exc:
+            raise pytest.UsageError(f"ort_matrix_probe: cannot read the node ids to keep from {path}: {exc}") from None
+        dropped = [item for item in items if item.nodeid not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid in keep]
 
     # collection: counted where it happens, so an early exit cannot hide how much was there
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -2,7 +2,7 @@
 
     nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--gate all|regressions]
                     [--allow-missing] [--save-baseline NAME [--replace] [--accept-regressions]]
-                    [--rerun-failures N] [--out DIR] [--gpus 0,1|all] [-- PYTEST_ARGS ...]
+                    [--rerun-failures N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [-- PYTEST_ARGS ...]
     nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--gate all|regressions] [--allow-missing] [--out DIR]
 """
 from __future__ import annotations
@@ -42,8 +42,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--accept-regressions", action="store_true",
                        help="with --baseline X --save-baseline X: save even though this sweep regressed against X")
         p.add_argument("--rerun-failures", type=_count, default=0, metavar="N")
-        p.add_argument("--gpus", metavar="0,1|all", help="one cell per GPU at a time, as child processes")
+        p.add_argument("--gpus", metavar="0,1|all", help="mode runs in parallel, one per GPU at a time, as child processes")
+        p.add_argument("--slots-per-gpu", type=_count, default=1, metavar="N", help="with --gpus: N mode runs per GPU at once")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
+        p.add_argument("--census", action="append", default=[], help=argparse.SUPPRESS)  # SESSION=RUN_ID, for teeth
     else:
         p.add_argument("paths", nargs="*", type=Path)
         p.add_argument("--latest", action="store_true", help="of two results for one session, keep the newer")
@@ -75,6 +77,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
         from ort_gpu_matrix.baseline import BaselineError
         from ort_gpu_matrix.gpus import GpuError, slots
+        from ort_gpu_matrix.harness import censuses
         from ort_gpu_matrix.render import terminal
         from ort_gpu_matrix.sweep import Options, SelectionError, SweepError, run, select, with_reruns
 
@@ -85,12 +88,14 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
             chosen = select(cells_of(matrix), args.select)
-            gpu_slots = [] if args.child else slots(args.gpus)
+            gpu_slots = [] if args.child else slots(args.gpus, args.slots_per_gpu, warn=session.warn)
             child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
                           *(["--", *pytest_args] if pytest_args else [])]
+            earlier = censuses(matrix.workspace.results_dir, args.census, session.warn)
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
                           log=session.log, echo=print, slots=gpu_slots,
-                          child_args=child_args, noxfile=noxfile, child=args.child)
+                          child_args=child_args, noxfile=noxfile, child=args.child,
+                          earlier=earlier)
         except (MatrixError, SelectionError, BaselineError, GpuError, SweepError) as exc:
             session.error(str(exc))
             return

@@ -52,7 +52,7 @@ def test_a_file_that_is_not_a_result_is_refused(tmp_path):
 
 
 def test_unchecked_coverage_is_one_key():
-    assert TeethCoverage().to_dict() == {"checked": False}
+    assert TeethCoverage().to_dict() == {"checked": False, "scope": "all"}
     assert Result.__dataclass_fields__["schema_version"].default == SCHEMA_VERSION
 
 

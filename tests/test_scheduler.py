@@ -1,4 +1,4 @@
-"""Several GPUs of one host: cells as child processes, one per slot at a time, checked on the records the
+"""Several GPUs of one host: mode runs as child processes, one per slot at a time, checked on the records the
 tests themselves wrote (the slot they were given, when they started and ended), never on wall time."""
 import itertools
 import json
@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from conftest import PY, REPO, SUITES
@@ -47,16 +49,16 @@ env = {{ SLOT_LOG = "{log}", SLOT_FAIL = "1", SLOT_SLEEP = "{sleep}" }}
 """
 
 
-def _start(tmp_path, venvs, *args, sleep="1.5"):
+def _start(tmp_path, venvs, *args, sleep="1.5", env=None):
     log = tmp_path / "slots.jsonl"
     (tmp_path / "m.toml").write_text(MATRIX.format(py=PY, root=SUITES / "slots", log=log, sleep=sleep))
     env = {**os.environ, "MATRIX_TOML": str(tmp_path / "m.toml"), "MATRIX_RESULTS": str(tmp_path / "results"),
-           "MATRIX_VENVS": str(venvs)}
+           "MATRIX_VENVS": str(venvs), **(env or {})}
     return log, subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--",
                                   *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_cells_overlap_across_slots_and_never_share_one(tmp_path, venvs):
+def test_runs_overlap_across_slots_and_never_share_one(tmp_path, venvs):
     log, proc = _start(tmp_path, venvs, "--gpus", "0,1")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, out[-3000:]  # cell d fails on purpose: the sweep fails, the others still ran
@@ -74,12 +76,13 @@ def test_cells_overlap_across_slots_and_never_share_one(tmp_path, venvs):
     assert {r["gpu"]["cuda_visible_devices"] for r in results.values()} <= {"0", "1"}
     assert results["d"]["verdict"] == "fail" and all(results[c]["verdict"] == "pass" for c in "abc")
     timeline = json.loads((tmp_path / "results" / "sweep-timeline.json").read_text())
-    assert sorted(t["cell"] for t in timeline) == [f"gpu-{PY}-{c}" for c in "abcd"]
-    for t in timeline:  # each cell's own log, named in the timeline
+    assert sorted(t["session"] for t in timeline) == [f"gpu-{PY}-{c}-normal" for c in "abcd"]
+    for t in timeline:  # each run's own log, named in the timeline, and the GPU its result records
         assert "test session starts" in open(t["log"]).read()
+        assert results[t["cell"][-1]]["gpu"]["cuda_visible_devices"] == t["gpu"]
     sweep = json.loads((tmp_path / "results" / "sweep.json").read_text())
     assert [c["verdict"] for c in sorted(sweep["cells"], key=lambda c: c["cell"])] == ["pass", "pass", "pass", "fail"]
-    assert sum(line.endswith("started (log " + str(tmp_path / "results" / "sweep-logs" / f"gpu-{PY}-a.log") + ")")
+    assert sum(line.endswith("started (log " + str(tmp_path / "results" / "sweep-logs" / f"gpu-{PY}-a-normal.log") + ")")
                for line in out.splitlines()) == 1
 
 
@@ -114,7 +117,7 @@ def test_a_signal_stops_every_slot_and_the_report_says_what_finished(tmp_path, v
     out, _ = proc.communicate(timeout=120)
     name = signal.Signals(sig).name
     assert proc.returncode != 0, out[-3000:]
-    assert f"{name}: stopping 2 running cell(s)" in out and "2 not started" in out, out[-3000:]
+    assert f"{name}: stopping 2 running mode run(s)" in out and "2 not started" in out, out[-3000:]
     assert f"sweep interrupted ({name})" in out, out[-3000:]
     assert not [r["pid"] for r in starts if _alive(r["pid"])]  # no test runs on into a removed dir
     assert not [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
@@ -129,3 +132,328 @@ def test_a_signal_stops_every_slot_and_the_report_says_what_finished(tmp_path, v
     assert sweep["interrupted"] == name and not sweep["ok"]
     assert sorted(sweep["errors"].values()) == [f"not started: the sweep was interrupted ({name})"] * 2
     assert (results / "report.md").exists()
+
+
+# ---------------------------------------------------------------- mode runs, not cells
+
+MODES_MATRIX = """
+[matrix]
+pythons = ["{py}"]
+[ort.cpu]
+requirement = "onnxruntime==1.32.0"
+with = ["onnx==1.20.1"]
+{extra}
+[torch.none]
+skip = true
+{libs}
+[pairing]
+include = [{pairings}]
+{suites}
+"""
+
+
+def write_modes_matrix(path, log, cells, extra="", ort=None):
+    """cells: id -> {mode: seconds of sleep}; each cell gets a libs set and a suite of its own (test_modes.py)."""
+    libs = "\n".join(f"[libs.{c}]\nnone = true" for c in cells)
+    pairings = ", ".join(f'{{ python = "{PY}", ort = "{(ort or {}).get(c, "cpu")}", torch = "none", libs = "{c}", '
+                         f'suite = "s{c}", modes = {json.dumps(list(modes))} }}' for c, modes in cells.items())
+    suites = "\n".join(
+        f'[suite.s{c}]\nroot = "{SUITES / "slots"}"\nfiles = ["test_modes.py"]\npythonpath = [".", "../canary", ".."]\n'
+        f'env = {{ SLOT_LOG = "{log}", SLOT_CELL = "{c}", '
+        + ", ".join(f'SLOT_SLEEP_{m.upper()} = "{s}"' for m, s in modes.items()) + " }\n"
+        for c, modes in cells.items())
+    path.write_text(MODES_MATRIX.format(py=PY, extra=extra, libs=libs, pairings=pairings, suites=suites))
+    return path
+
+
+def sweep(tmp_path, venvs, *args, env=None, timeout=600):
+    full = {**os.environ, "MATRIX_TOML": str(tmp_path / "m.toml"), "MATRIX_RESULTS": str(tmp_path / "results"),
+            "MATRIX_VENVS": str(venvs), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--", *args],
+                          env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def records(log):
+    ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    return {(r["cell"], r["mode"]): r for r in ends}
+
+
+def test_the_modes_of_one_cell_share_the_slots_and_teeth_follows_its_census_on_its_slot(tmp_path, venvs):
+    """Four slots, four mode runs: normal and require_cudnn of one cell run at once, but teeth waits for its
+    require_cudnn to store, then checks its coverage against that run's census, from another process. The
+    next sweep puts the longest run first, though the matrix lists a short cell before it."""
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"y": {"normal": 0},
+                                                  "x": {"normal": 14, "require_cudnn": 3, "teeth": 0.5}})
+    proc = sweep(tmp_path, venvs, "--gpus", "0,1,2,3")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "plan: 4 mode run(s) on 4 slot(s), longest first: " in proc.stdout
+    assert "no predicted makespan: no run has a recorded duration yet" in proc.stdout
+    rec = records(log)
+    n, rc, teeth = rec["x", "normal"], rec["x", "require_cudnn"], rec["x", "teeth"]
+    assert n["start"] < rc["end"] and rc["start"] < n["end"]  # one cell, two modes at once
+    assert n["cuda_visible_devices"] != rc["cuda_visible_devices"]
+    assert teeth["start"] > rc["end"]  # teeth waited for its census, though a slot was free all along
+    assert teeth["start"] < n["end"]  # ... and only for it, not for the whole cell
+    assert teeth["cuda_visible_devices"] == rc["cuda_visible_devices"]  # on the slot that ran require_cudnn
+    results = tmp_path / "results"
+    stored = {m: json.loads((results / f"gpu-{PY}-x-{m}.json").read_text()) for m in ("normal", "require_cudnn", "teeth")}
+    cov = stored["teeth"]["teeth_coverage"]
+    assert cov["checked"] and cov["cudnn_tests"] == 1 and cov["bitten"] == 1, stored["teeth"]["warnings"]
+    for m, r in stored.items():  # each result records the GPU its own run was given
+        assert r["gpu"]["cuda_visible_devices"] == rec["x", m]["cuda_visible_devices"]
+    timeline = {t["session"]: t for t in json.loads((results / "sweep-timeline.json").read_text())}
+    assert len(timeline) == 4 and {t["gpu"] for t in timeline.values()} <= {"0", "1", "2", "3"}
+    assert timeline[f"gpu-{PY}-x-teeth"]["slot"] == timeline[f"gpu-{PY}-x-require_cudnn"]["slot"]
+    for session, t in timeline.items():  # each run's own log
+        assert t["log"] == str(results / "sweep-logs" / f"{session}.log") and "test session starts" in open(t["log"]).read()
+
+    again = sweep(tmp_path, venvs, "--gpus", "0,1,2,3")  # now each run has a last known duration
+    assert again.returncode == 0, again.stdout[-3000:]
+    plan_line = next(ln for ln in again.stdout.splitlines() if "plan: " in ln)
+    assert "?" not in plan_line and "predicted makespan " in plan_line, plan_line
+    queue = plan_line.split("longest first: ")[1].split(";")[0].split(", ")
+    assert queue[0].startswith(f"gpu-{PY}-x-normal "), queue  # the longest (14 s) first, not the matrix's first
+
+
+def test_slots_per_gpu_runs_n_mode_runs_on_one_gpu(tmp_path, venvs):
+    log, proc = _start(tmp_path, venvs, "--gpus", "0", "--slots-per-gpu", "2", sleep="2")
+    out, _ = proc.communicate(timeout=600)
+    ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    assert len(ends) == 4 and {r["cuda_visible_devices"] for r in ends} == {"0"}, out[-3000:]
+    most = max(sum(1 for b in ends if b["start"] < a["start"] < b["end"]) + 1 for a in ends)
+    assert most == 2, ends  # two at once on GPU 0, never three
+    timeline = json.loads((tmp_path / "results" / "sweep-timeline.json").read_text())
+    assert {t["slot"] for t in timeline} == {0, 1} and {t["gpu"] for t in timeline} == {"0"}
+    assert "[gpu 0 slot 1]" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--gpus", "0", "--slots-per-gpu", "0"), "--slots-per-gpu 0: give 1 or more mode runs per GPU"),
+    (("--slots-per-gpu", "2"), "--slots-per-gpu needs --gpus (0,1 or all): without it, cells run one after another"),
+    (("--gpus", "9"), "--gpus 9: no GPU 9 on this host; nvidia-smi -L lists: 0 (NVIDIA Fake), 1 (NVIDIA Fake)"),
+    (("--gpus", "1,2"), "--gpus 1,2: no GPU 2 on this host; nvidia-smi -L lists: 0 (NVIDIA Fake), 1 (NVIDIA Fake)"),
+], ids=["zero slots", "slots without gpus", "no such gpu", "one of two missing"])
+def test_bad_gpu_options_are_clean_errors_before_anything_runs(tmp_path, venvs, args, message):
+    write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"normal": 0}})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\n[ "$1" = "-L" ] && printf "GPU 0: NVIDIA Fake (UUID: GPU-aaaa)\\n'
+                   'GPU 1: NVIDIA Fake (UUID: GPU-bbbb)\\n"\n')
+    smi.chmod(0o755)
+    proc = sweep(tmp_path, venvs, *args, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert proc.returncode != 0
+    assert f"nox > Session sweep aborted: {message}.\n" in proc.stdout, proc.stdout[-2000:]
+    assert "Traceback" not in proc.stdout
+    assert not (tmp_path / "results").exists()  # nothing ran, nothing was written
+
+
+def test_without_nvidia_smi_indices_are_slots_and_all_runs_in_process(tmp_path, venvs):
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 0}})
+    path = ":".join(d for d in os.environ["PATH"].split(":") if not (Path(d) / "nvidia-smi").exists())
+    every = sweep(tmp_path, venvs, "--gpus", "all", env={"PATH": path})
+    assert every.returncode == 0, every.stdout[-3000:]
+    assert ("nox > --gpus all: nvidia-smi is not on PATH, so no GPU can be listed: running the cells one after "
+            "another in this process\n") in every.stdout
+    assert not (tmp_path / "results" / "sweep-logs").exists()  # no child, no slot
+    assert json.loads((tmp_path / "results" / f"gpu-{PY}-x-normal.json").read_text())["gpu"] is None
+    given = sweep(tmp_path, venvs, "--gpus", "3", env={"PATH": path})
+    assert given.returncode == 0, given.stdout[-3000:]
+    assert "nox > --gpus 3: nvidia-smi is not on PATH, so the indices cannot be checked: taken as given, as slots\n" \
+        in given.stdout
+    assert records(log)["x", "normal"]["cuda_visible_devices"] == "3"
+
+
+def _processes_with(results):
+    """pids of this user's processes whose environment names this test's results dir (the sweep's children)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if f"MATRIX_RESULTS={results}".encode() in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") \
+                    and _alive(int(pid)):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_killed_sweep_takes_its_children_with_it_and_the_next_start_removes_their_dirs(tmp_path, venvs):
+    """SIGKILL to a --gpus sweep: its child noxes and their pytest die at once; the private dirs they could not
+    remove are removed by the next run that starts, and a live run's dir is left alone. A TMPDIR of the test's
+    own keeps every other run on this machine out of it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    log, proc = _start(tmp_path, venvs, "--gpus", "0,1", sleep="120", env={"TMPDIR": str(tmp)})
+    starts = _wait_for_starts(log, 2, proc)
+    results = tmp_path / "results"
+    children = [p for p in _processes_with(results) if p != proc.pid]
+    dirs = [d for p in children for d in tmp.glob(f"ort-matrix-gpu-{PY}-*-p{p}.*")]
+    assert len(dirs) == 2 and all(d.is_dir() for d in dirs), (children, list(tmp.iterdir()))  # one per child nox
+    proc.kill()  # SIGKILL: nothing of the sweep can react
+    proc.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and (_processes_with(results) or any(_alive(r["pid"]) for r in starts)):
+        time.sleep(0.1)
+    assert not _processes_with(results), "a child nox outlived its sweep"
+    assert not [r["pid"] for r in starts if _alive(r["pid"])], "a pytest outlived its sweep"
+    assert all(d.is_dir() for d in dirs)  # a SIGKILL leaves them: nobody could remove them
+    live = Path(tempfile.mkdtemp(prefix=f"ort-matrix-gpu-{PY}-live-p{os.getpid()}.{_start_time(os.getpid())}-",
+                                 dir=tmp))
+    (tmp_path / "m.toml").write_text((tmp_path / "m.toml").read_text().replace('SLOT_SLEEP = "120"', 'SLOT_SLEEP = "0"'))
+    nxt = sweep(tmp_path, venvs, "--select", f"gpu-{PY}-a", env={"TMPDIR": str(tmp)})  # the next start, in-process
+    assert nxt.returncode == 0, nxt.stdout[-3000:]
+    assert not any(d.exists() for d in dirs)
+    for d in dirs:
+        assert f"nox > removed {d}: the run that made it was killed\n" in nxt.stdout
+    assert live.is_dir()  # a live process's dir is never touched
+    assert [p.name for p in tmp.iterdir()] == [live.name]  # the next run removed its own dir, as always
+
+
+def _start_time(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
+
+
+DELETER = """
+import os, sys, time
+path = sys.argv[1]
+deadline = time.time() + 120
+while time.time() < deadline:
+    if os.path.exists(path):
+        os.unlink(path)
+        break
+    time.sleep(0.01)
+"""
+
+
+def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_lines(tmp_path, venvs):
+    """A first sweep stores a PASS for every cell. In the second, one child's venv build fails before its run
+    starts, so that old PASS is still the current result; another child exits 0 but its result is gone (a
+    detached process deletes it as it appears). Both fail their cells, naming the exit code and the child's
+    last log lines; the old PASS never stands in."""
+    log = tmp_path / "slots.jsonl"
+    cells = {"ok": {"normal": 8}, "bad": {"normal": 0}, "gone": {"normal": 0}}
+    write_modes_matrix(tmp_path / "m.toml", log, cells)
+    assert sweep(tmp_path, venvs, "--gpus", "0,1,2").returncode == 0
+    results = tmp_path / "results"
+    old = json.loads((results / f"gpu-{PY}-bad-normal.json").read_text())
+    assert old["verdict"] == "pass"
+
+    broken = tmp_path / "onnxruntime-1.32.0-py3-none-any.whl"
+    broken.write_text("not a zip\n")
+    write_modes_matrix(tmp_path / "m.toml", log, cells, extra=f'[ort.broken]\nwheel = "{broken}"', ort={"bad": "broken"})
+    target = results / f"gpu-{PY}-gone-normal.json"
+    target.unlink()
+    deleter = subprocess.Popen([sys.executable, "-c", DELETER, str(target)], start_new_session=True)
+    try:
+        proc = sweep(tmp_path, venvs, "--gpus", "0,1,2")
+    finally:
+        deleter.kill()
+        deleter.wait()
+    assert proc.returncode != 0
+    data = json.loads((results / "sweep.json").read_text())
+    errors = data["errors"]
+    bad_log = results / "sweep-logs" / f"gpu-{PY}-bad-normal.log"
+    assert errors[f"gpu-{PY}-bad"].startswith(
+        f"normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep (run {old['run_id']}); its child "
+        f"exited 1 (log {bad_log}): "), errors
+    assert "Session sweep aborted" in errors[f"gpu-{PY}-bad"]  # the child's own last lines
+    gone_log = results / "sweep-logs" / f"gpu-{PY}-gone-normal.log"
+    assert errors[f"gpu-{PY}-gone"].startswith(f"normal: it stored no result; its child exited 0 (log {gone_log}): ")
+    assert "Session sweep was successful" in errors[f"gpu-{PY}-gone"]
+    assert [c["cell"] for c in data["cells"]] == [f"gpu-{PY}-ok"]  # the others still ran and count
+    assert f"  gpu-{PY}-bad: normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep" in proc.stdout
+
+
+def test_a_child_log_tail_is_shown_escaped(tmp_path):
+    from ort_gpu_matrix.scheduler import last_lines
+
+    log = tmp_path / "child.log"
+    log.write_bytes(b"one\n\ntwo\x1b]0;pwned\x07\nthree\r\x1b[2Afour\nfive\nsix\n")
+    assert last_lines(log, 4) == "two\\x1b]0;pwned\\x07 | three\\x0d\\x1b[2Afour | five | six"
+    assert last_lines(tmp_path / "missing.log").startswith("(its log cannot be read: ")
+
+
+def test_two_children_of_one_cell_build_its_venv_once(tmp_path):
+    """A fresh venvs dir: normal and require_cudnn start at once and both need the venv; one builds, one waits."""
+    write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"normal": 0, "require_cudnn": 0}})
+    proc = sweep(tmp_path, tmp_path / "venvs", "--gpus", "0,1")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    logs = {p.name: p.read_text() for p in (tmp_path / "results" / "sweep-logs").glob("*.log")}
+    assert len(logs) == 2
+    assert sum(text.count("nox > built venv ") for text in logs.values()) == 1, logs
+    assert sum(text.count("reusing venv ") for text in logs.values()) == 1, logs
+
+
+# ---------------------------------------------------------------- the plan, on its own
+
+# The H200 workload of issue 19, in seconds: four cells, nine mode runs
+SHAPE = {"a": {"normal": 10, "require_cudnn": 10, "teeth": 11}, "b": {"normal": 15, "require_cudnn": 15},
+         "c": {"normal": 12.5}, "d": {"normal": 11, "require_cudnn": 9, "teeth": 10}}
+
+
+def _jobs(shape, tmp_path):
+    from ort_gpu_matrix.cells import Cell
+    from ort_gpu_matrix.config.model import Libs, Ort, Suite, Torch
+    from ort_gpu_matrix.scheduler import jobs_of
+
+    cells = [(Cell(f"g-{c}", PY, Ort(id="o"), Torch(id="t"), Libs(id=c), Suite(id="s"), tuple(modes), "k"), tuple(modes))
+             for c, modes in shape.items()]
+    jobs = jobs_of(cells, tmp_path)
+    for job in jobs:
+        job.predicted_s = shape[job.cell.name[2:]][job.mode]
+    return jobs
+
+
+def test_the_plan_beats_cell_scheduling_on_the_h200_shape(tmp_path):
+    from ort_gpu_matrix.scheduler import plan, simulate
+
+    jobs = _jobs(SHAPE, tmp_path)
+    total = sum(j.predicted_s for j in jobs)
+    order, makespan = plan(jobs, 2)
+    assert makespan <= 0.55 * total  # 52.0 of 103.5 s
+    assert makespan == simulate(order, {j: j.predicted_s for j in jobs}, 2)
+    teeth = [j for j in jobs if j.mode == "teeth"]
+    assert all(t.after is not None and t.after.mode == "require_cudnn" and t.after.cell is t.cell for t in teeth)
+    cells = _jobs({c: {"normal": sum(m.values())} for c, m in SHAPE.items()}, tmp_path)
+    assert simulate(cells, {j: j.predicted_s for j in cells}, 2) == 61.0  # whole cells in matrix order: 0.59x
+    assert makespan < simulate(sorted(jobs, key=lambda j: -j.predicted_s), {j: j.predicted_s for j in jobs}, 2) + 1e-9
+
+
+def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
+    from ort_gpu_matrix.scheduler import plan
+
+    jobs = _jobs({"a": {"normal": 3}, "b": {"normal": 5}, "c": {"normal": 1}}, tmp_path)
+    jobs[2].predicted_s = None  # no data: as long as the longest
+    order, makespan = plan(jobs, 1)
+    assert [j.cell.name for j in order] == ["g-c", "g-b", "g-a"] and makespan == 13.0
+    unknown = _jobs({"a": {"normal": 1, "require_cudnn": 1, "teeth": 1}}, tmp_path)
+    for j in unknown:
+        j.predicted_s = None
+    order, makespan = plan(unknown, 2)
+    assert makespan is None  # nothing to predict from
+    assert [j.mode for j in order][0] == "require_cudnn"  # the one teeth waits on goes first
+
+
+def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
+    from ort_gpu_matrix.scheduler import _pick
+
+    rc, teeth = _jobs({"a": {"require_cudnn": 1, "teeth": 1}}, tmp_path)
+    assert _pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
+    assert _pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
+    assert _pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
+
+
+def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
+    from ort_gpu_matrix.scheduler import last_duration
+
+    runs = tmp_path / "runs" / "s-teeth"
+    for run_id, data in [("20261130T100000Z-aaaaaaaa", {"duration_s": 7.5, "command": ["pytest"], "stopped": None}),
+                         ("20261130T110000Z-bbbbbbbb", {"duration_s": 2.0, "command": ["pytest"],
+                                                        "stopped": "interrupted (SIGINT)"}),
+                         ("20261130T120000Z-cccccccc", {"duration_s": 0.0, "command": [], "stopped": None})]:
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "result.json").write_text(json.dumps(data))
+    assert last_duration(tmp_path, "s-teeth") == 7.5  # not the refused run, not the interrupted one
+    assert last_duration(tmp_path, "s-normal") is None

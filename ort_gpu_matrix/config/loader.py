@@ -30,6 +30,7 @@ from .model import (
     LOADERS,
     ORT_SOURCE_REF,
     PYTHON_PATTERN,
+    TEETH_SCOPES,
     DispatchExpect,
     Libs,
     Matrix,
@@ -292,6 +293,10 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
         if "files" in body and not suite.files:
             r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
         _root_reference(r, f"{key}.root", suite.root)
+        if suite.teeth_scope not in TEETH_SCOPES:
+            near = difflib.get_close_matches(suite.teeth_scope, TEETH_SCOPES, n=1, cutoff=0.6)
+            r.bad(f"{key}.teeth_scope", f"{suite.teeth_scope!r} is not a teeth scope"
+                  + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(TEETH_SCOPES)}")
         for name in sorted(suite.env):
             why = reserved(name)
             if why:

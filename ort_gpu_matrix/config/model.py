@@ -21,6 +21,7 @@ DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
 LOADERS = ("preload", "ort_preload_dlls", "torch_first")
+TEETH_SCOPES = ("all", "cudnn")
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
 # A suite root that begins with it lies under the source tree of the pairing's [ort.<id>]: each ORT build
@@ -239,6 +240,9 @@ class Suite:
     expect_file: str | None = key("a TOML file of [expect.<mode>] tables, relative to the matrix file, merged "
                                   "under this suite's own expect tables (a key may be set in only one of them); "
                                   "nox -s calibrate writes it", None, example='"expect/dispatch.toml"')
+    teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched a cuDNN tier in '
+                           "this venv's require_cudnn run of the same nox process or sweep, plus those "
+                           "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property

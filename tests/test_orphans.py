@@ -1,0 +1,54 @@
+"""A killed run's private dir is removed by a later run, and nothing else is: real processes, real dirs.
+
+(tests/test_scheduler.py SIGKILLs a real sweep and watches its children die and their dirs go.)
+"""
+import os
+import subprocess
+import sys
+
+from ort_gpu_matrix.orphans import clean_stale_workdirs, new_workdir, owner
+
+
+def _start_time(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19]
+
+
+def test_only_the_dirs_of_runs_that_are_gone_are_removed(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone_start = _start_time(gone.pid)
+    gone.wait()
+    me, mine = os.getpid(), _start_time(os.getpid())
+    made = {
+        "dead": tmp_path / f"ort-matrix-s-normal-p{gone.pid}.{gone_start}-abc123de",
+        "reused pid": tmp_path / f"ort-matrix-s-normal-p{me}.{int(mine) + 1}-abc123de",  # this pid, another process
+        "live": tmp_path / f"ort-matrix-s-normal-p{me}.{mine}-abc123de",
+        "unstamped": tmp_path / "ort-matrix-s-normal-abc123de",  # an older version's: its owner is unknown
+        "not ours": tmp_path / f"other-s-normal-p{gone.pid}.{gone_start}-abc123de",
+    }
+    for d in made.values():
+        d.mkdir()
+        (d / "junit.xml").write_text("x")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / f"ort-matrix-link-p{gone.pid}.{gone_start}-abc123de"
+    link.symlink_to(target)  # a symlink named like a stale dir is never followed
+    plain = tmp_path / f"ort-matrix-file-p{gone.pid}.{gone_start}-abc123de"
+    plain.write_text("a file")
+
+    removed = clean_stale_workdirs(tmp_path)
+    assert sorted(removed) == sorted([made["dead"], made["reused pid"]])
+    assert not made["dead"].exists() and not made["reused pid"].exists()
+    assert all(made[k].is_dir() for k in ("live", "unstamped", "not ours"))
+    assert link.is_symlink() and target.is_dir() and plain.is_file()
+
+
+def test_a_run_dir_is_private_and_named_for_its_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    d = new_workdir("gpu-3.12-x-teeth", log=lambda line: None)
+    assert d.parent == tmp_path and d.name.startswith("ort-matrix-gpu-3.12-x-teeth-p")
+    assert owner(d.name) == (os.getpid(), _start_time(os.getpid()))
+    assert d.stat().st_mode & 0o777 == 0o700
+    assert clean_stale_workdirs(tmp_path) == [] and d.is_dir()  # its maker (this process) runs
