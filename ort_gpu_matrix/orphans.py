@@ -46,6 +46,8 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[-1].split()
+    if fields and fields[0] == "Z":  # a zombie has exited: it waits only for a reaper, and holds no dir
+        return None
     return fields[19] if len(fields) > 19 else None
 
 

@@ -363,7 +363,8 @@ def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_li
     assert errors[f"gpu-{PY}-gone"].startswith(f"normal: it stored no result; its child exited 0 (log {gone_log}): ")
     assert "Session sweep was successful" in errors[f"gpu-{PY}-gone"]
     assert [c["cell"] for c in data["cells"]] == [f"gpu-{PY}-ok"]  # the others still ran and count
-    assert f"  gpu-{PY}-bad: normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep" in proc.stdout
+    assert f"  gpu-{PY}-bad: could not run: normal: {results / f'gpu-{PY}-bad-normal.json'} is older than this sweep" \
+        in proc.stdout
 
 
 def test_a_child_log_tail_is_shown_escaped(tmp_path):
