@@ -124,6 +124,66 @@ def test_printed_while_only_a_cpu_session_runs():
     assert data["unattributed_sdpa"] == ["MATH"]
 
 
+def test_runs_that_overlap_share_one_tap_and_lose_no_token_or_byte(suite):
+    """A CUDA session's run in a thread, and a CPU session's whole run inside it: both tokens the CUDA run
+    printed are counted for the test (before and after the CPU run ended), and both reach the test's fd 1."""
+    pytester, report = suite
+    pytester.makepyfile(test_overlap='''
+import os
+import threading
+import onnxruntime as ort
+from tinyort import feed, model
+
+inside, done = threading.Event(), threading.Event()
+
+
+class Slow:
+    """A CUDA kernel's native run: prints a tier, waits while another session runs, prints another."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, *a, **k):
+        os.write(1, b"SdpaKernel=MATH\\n")
+        inside.set()
+        assert done.wait(30)
+        os.write(1, b"SdpaKernel=CUDNN_FLASH_ATTENTION\\n")
+        return self.inner.run(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_overlap(capfd):
+    cuda = ort.InferenceSession(model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    cuda._sess = Slow(cuda._sess)
+    cpu = ort.InferenceSession(model(), providers=["CPUExecutionProvider"])
+    errors = []
+
+    def slow_run():
+        try:
+            cuda.run(None, feed())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=slow_run)
+    thread.start()
+    assert inside.wait(30)
+    cpu.run(None, feed())  # opens and closes while the CUDA run is still going
+    done.set()
+    thread.join(30)
+    assert errors == []
+    out = capfd.readouterr().out
+    assert out.count("SdpaKernel=") == 2, out
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0, result.stdout.str()
+    data = json.loads(report.read_text())
+    (test,) = data["tests"].values()
+    assert test["sdpa"] == ["MATH", "CUDNN_FLASH_ATTENTION"]
+    assert data["unattributed_sdpa"] == []
+
+
 def test_forced_options_reach_the_cuda_ep_and_are_counted_per_test(suite, monkeypatch):
     pytester, report = suite
     monkeypatch.setenv("ORT_MATRIX_CUDA_OPTIONS", '{"sdpa_kernel": 16}')
