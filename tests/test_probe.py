@@ -3,7 +3,7 @@ import json
 
 import onnxruntime  # imported once, here: pytester drops modules a test imports, and numpy cannot load twice
 import pytest
-from conftest import REPO
+from conftest import REPO, build_so
 
 PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
 
@@ -182,6 +182,42 @@ def test_overlap(capfd):
     (test,) = data["tests"].values()
     assert test["sdpa"] == ["MATH", "CUDNN_FLASH_ATTENTION"]
     assert data["unattributed_sdpa"] == []
+
+
+def test_a_token_native_code_leaves_in_its_stdio_buffer_is_counted(suite, tmp_path, monkeypatch):
+    """ORT prints through C stdio, which a pipe on fd 1 makes fully buffered: the tap flushes it before closing."""
+    pytester, report = suite
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # it would make C's stdout unbuffered too
+    say = build_so(tmp_path / "libsay.so", "libsay.so", "#include <stdio.h>\nvoid say(const char *s) { fputs(s, stdout); }\n")
+    pytester.makepyfile(test_stdio=f'''
+import ctypes
+import onnxruntime as ort
+from tinyort import feed, model
+
+SAY = ctypes.CDLL({str(say)!r})
+
+
+class Native:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, *a, **k):
+        SAY.say(b"Operator=Attention SdpaKernel=MATH\\n")  # buffered by libc, not yet on fd 1
+        return self.inner.run(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_buffered():
+    s = ort.InferenceSession(model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    s._sess = Native(s._sess)
+    s.run(None, feed())
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0, result.stdout.str()
+    (test,) = json.loads(report.read_text())["tests"].values()
+    assert test["sdpa"] == ["MATH"]
 
 
 def test_forced_options_reach_the_cuda_ep_and_are_counted_per_test(suite, monkeypatch):
