@@ -280,7 +280,7 @@ def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]],
                       f"{len(mutants) - len(ran)} show earlier outcomes, so the total below adds up runs made at "
                       "different times." if ran is not None else "This file was last written by a run of every row."),
         "",
-        "The sweep-layer rows (issue 17) were written against these promises, and are killed by",
+        "The sweep-layer rows (issue 17) model bugs against promises the sweep makes, and are killed by",
         "tests/test_sweep_promises.py (comparison, grouping, selection, merging, cuDNN copies), tests/test_sweep_trust.py",
         "(real `nox -s sweep` / `nox -s report` rows: gates, baselines, outputs, hostile text, links) and",
         "tests/test_probe.py (overlapping runs, a token left in libc's stdout buffer); the scheduler is not covered here.",
