@@ -222,7 +222,9 @@ def _code(text: str) -> str:
     return f"`` {text} ``"
 
 
-def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
+def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]],
+           ran: list[str] | None = None) -> tuple[str, list[str]]:
+    """The doc. `ran`: the ids this invocation ran, when it was an --only run (None: every row ran)."""
     problems = []
     rows, survivors = [], []
     counted = killed = 0
@@ -254,7 +256,9 @@ def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]]) -> tuple[
         "# Mutation testing",
         "",
         "Hand-written, realistic one-line mutations over the verdict path, the runner, the probe, venvs and",
-        "results (issue 7, \"Tests that bite\"). Each mutant lives in `mutations/mutants.toml` (the file, an",
+        "results (issue 7, \"Tests that bite\"), and over the sweep and report layer (issue 17): compare, baseline,",
+        "typecheck, report, sweep, grouping, render/, the probe's fd capture and its library audit.",
+        "Each mutant lives in `mutations/mutants.toml` (the file, an",
         "exact `before` that occurs once, its `after`, the bug it models and the tests that should catch it).",
         "`mutations/run.py` copies the repo into a fresh temp dir per mutant, applies it, and runs",
         "`python -m pytest -x -q -p no:cacheprovider -p no:xdist <tests>` there with cwd and `PYTHONPATH` at the copy",
@@ -268,6 +272,18 @@ def render(mutants: list[Mutant], outcomes: dict[str, dict[str, Any]]) -> tuple[
         "",
         "The run exits non-zero when a mutant survives without a `survives` reason, when an accepted survivor",
         "is killed (its reason is stale) or when a row is an ERROR.",
+        "",
+        "`--only` runs the rows it names and rewrites this file from `mutations/outcomes.json`, where every",
+        "other row keeps the outcome of its own last run (which may predate later changes to the code or the",
+        "tests). " + (f"This file was last written by an `--only` run of {len(ran)} of the {len(mutants)} rows "
+                      f"({sum(outcomes.get(i, {}).get('status') == 'KILLED' for i in ran)} of them killed); the other "
+                      f"{len(mutants) - len(ran)} show earlier outcomes, so the total below adds up runs made at "
+                      "different times." if ran is not None else "This file was last written by a run of every row."),
+        "",
+        "The sweep-layer rows (issue 17) model bugs against promises the sweep makes, and are killed by",
+        "tests/test_sweep_promises.py (comparison, grouping, selection, merging, cuDNN copies), tests/test_sweep_trust.py",
+        "(real `nox -s sweep` / `nox -s report` rows: gates, baselines, outputs, hostile text, links) and",
+        "tests/test_probe.py (overlapping runs, a token left in libc's stdout buffer); the scheduler is not covered here.",
         "",
         f"Rows killed by a test of `{NEW_TESTS}` (marked *new test*) survived every pre-existing test of the",
         "files that cover their code (tests/test_verdicts, test_census, test_guards, test_probe, test_results,",
@@ -326,7 +342,7 @@ def main() -> int:
         OUTCOMES.write_text(json.dumps({k: outcomes[k] for k in sorted(outcomes)}, indent=1) + "\n")
     ids = {m.id for m in mutants}
     outcomes = {k: v for k, v in outcomes.items() if k in ids}
-    text, problems = render(mutants, outcomes)
+    text, problems = render(mutants, outcomes, [m.id for m in chosen] if args.only else None)
     DOC.write_text(text)
     print(f"wrote {DOC}")
     for p in problems:

@@ -87,6 +87,7 @@ class Plan:
     before: Baseline | None
     save_to: Path | None
     saved_before: Baseline | None  # the baseline that --save-baseline would replace, when there is one
+    before_path: Path | None = None  # the file --baseline named: is it the one --save-baseline writes?
     runnable: list[tuple[Cell, tuple[str, ...], Resolved]] = field(default_factory=list)
     not_run: dict[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it
     errors: dict[str, str] = field(default_factory=dict)  # cell -> a problem of the matrix: it fails the sweep
@@ -130,8 +131,8 @@ def _outputs(matrix: Matrix, opts: Options, saving: bool) -> None:
             raise SweepError(f"{what} {path}: {why}; nothing was run. Fix: point it at a directory you can write")
 
 
-def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | None, Baseline | None]:
-    before = None
+def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | None, Baseline | None, Path | None]:
+    before, path = None, None
     if opts.baseline:
         path = resolve_baseline(opts.baseline, matrix.path)
         before = Baseline.load(path)
@@ -153,7 +154,7 @@ def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | N
                                     "to overwrite it with this sweep's records") from None
     elif opts.replace or opts.accept_regressions:
         raise SweepError("--replace and --accept-regressions go with --save-baseline NAME; nothing was run")
-    return before, save_to, saved_before
+    return before, save_to, saved_before, path
 
 
 def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options, explicit: bool,
@@ -163,9 +164,9 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
         raise SweepError(f"--gate {opts.gate!r}: use one of {', '.join(GATES)}")
     if opts.gate == "regressions" and not opts.baseline:
         raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
-    before, save_to, saved_before = _baselines(matrix, opts)
+    before, save_to, saved_before, before_path = _baselines(matrix, opts)
     _outputs(matrix, opts, save_to is not None)
-    plan = Plan(before, save_to, saved_before)
+    plan = Plan(before, save_to, saved_before, before_path)
     for cell, modes in chosen:
         resolved = check(matrix, cell)
         if not isinstance(resolved, MatrixError):
@@ -234,8 +235,8 @@ def _save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcom
     """--save-baseline: never shrunk, never overwritten silently, never fed this sweep's own regressions."""
     assert plan.save_to is not None and opts.save_baseline is not None
     cmp = outcome.report.comparison
-    same = plan.before is not None and opts.baseline is not None and \
-        resolve_baseline(opts.baseline, Path(plan.save_to)).resolve() == plan.save_to.resolve()
+    # the same file, however each option named it (a name, a path, baselines/ beside the matrix or MATRIX_BASELINES)
+    same = plan.before_path is not None and plan.before_path.resolve() == plan.save_to.resolve()
     if same and cmp and cmp.regressions and not opts.accept_regressions:
         outcome.refused = (f"baseline {opts.save_baseline} was NOT saved: this sweep has {len(cmp.regressions)} "
                            f"regression(s) against it, and saving would make them the new normal. Fix: look at them, "
@@ -339,7 +340,7 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
     """
     if opts.gate == "regressions" and not opts.baseline:
         raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
-    before, _, _ = _baselines(matrix, Options(baseline=opts.baseline))
+    before, _, _, _ = _baselines(matrix, Options(baseline=opts.baseline))
     out = opts.out or matrix.workspace.results_dir
     why = unwritable(out)
     if why:

@@ -3,7 +3,7 @@ import json
 
 import onnxruntime  # imported once, here: pytester drops modules a test imports, and numpy cannot load twice
 import pytest
-from conftest import REPO
+from conftest import REPO, build_so
 
 PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
 
@@ -122,6 +122,102 @@ def test_printed_while_only_a_cpu_session_runs():
     assert tests == {"test_cudnn": ["CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"], "test_math": ["MATH"],
                      "test_printed_outside_run": [], "test_printed_while_only_a_cpu_session_runs": []}
     assert data["unattributed_sdpa"] == ["MATH"]
+
+
+def test_runs_that_overlap_share_one_tap_and_lose_no_token_or_byte(suite):
+    """A CUDA session's run in a thread, and a CPU session's whole run inside it: both tokens the CUDA run
+    printed are counted for the test (before and after the CPU run ended), and both reach the test's fd 1."""
+    pytester, report = suite
+    pytester.makepyfile(test_overlap='''
+import os
+import threading
+import onnxruntime as ort
+from tinyort import feed, model
+
+inside, done = threading.Event(), threading.Event()
+
+
+class Slow:
+    """A CUDA kernel's native run: prints a tier, waits while another session runs, prints another."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, *a, **k):
+        os.write(1, b"SdpaKernel=MATH\\n")
+        inside.set()
+        assert done.wait(30)
+        os.write(1, b"SdpaKernel=CUDNN_FLASH_ATTENTION\\n")
+        return self.inner.run(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_overlap(capfd):
+    cuda = ort.InferenceSession(model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    cuda._sess = Slow(cuda._sess)
+    cpu = ort.InferenceSession(model(), providers=["CPUExecutionProvider"])
+    errors = []
+
+    def slow_run():
+        try:
+            cuda.run(None, feed())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=slow_run)
+    thread.start()
+    assert inside.wait(30)
+    cpu.run(None, feed())  # opens and closes while the CUDA run is still going
+    done.set()
+    thread.join(30)
+    assert errors == []
+    out = capfd.readouterr().out
+    assert out.count("SdpaKernel=") == 2, out
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0, result.stdout.str()
+    data = json.loads(report.read_text())
+    (test,) = data["tests"].values()
+    assert test["sdpa"] == ["MATH", "CUDNN_FLASH_ATTENTION"]
+    assert data["unattributed_sdpa"] == []
+
+
+def test_a_token_native_code_leaves_in_its_stdio_buffer_is_counted(suite, tmp_path, monkeypatch):
+    """ORT prints through C stdio, which a pipe on fd 1 makes fully buffered: the tap flushes it before closing."""
+    pytester, report = suite
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # it would make C's stdout unbuffered too
+    say = build_so(tmp_path / "libsay.so", "libsay.so", "#include <stdio.h>\nvoid say(const char *s) { fputs(s, stdout); }\n")
+    pytester.makepyfile(test_stdio=f'''
+import ctypes
+import onnxruntime as ort
+from tinyort import feed, model
+
+SAY = ctypes.CDLL({str(say)!r})
+
+
+class Native:
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, *a, **k):
+        SAY.say(b"Operator=Attention SdpaKernel=MATH\\n")  # buffered by libc, not yet on fd 1
+        return self.inner.run(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_buffered():
+    s = ort.InferenceSession(model(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    s._sess = Native(s._sess)
+    s.run(None, feed())
+''')
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    assert result.ret == 0, result.stdout.str()
+    (test,) = json.loads(report.read_text())["tests"].values()
+    assert test["sdpa"] == ["MATH"]
 
 
 def test_forced_options_reach_the_cuda_ep_and_are_counted_per_test(suite, monkeypatch):

@@ -14,8 +14,9 @@ from conftest import FAKE_CUDNN, REPO, build_so
 
 from ort_gpu_matrix.baseline import Baseline
 from ort_gpu_matrix.cells import cells_of
-from ort_gpu_matrix.compare import compare
+from ort_gpu_matrix.compare import Scope, compare
 from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.grouping import group, shorten
 from ort_gpu_matrix.sweep import select
 
 CELL = "gpu-3.12-cu130"
@@ -23,14 +24,22 @@ LIB = {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": ["/usr/lib/libcudnn.so
        "cudart_by_name": ["/usr/local/cuda/lib64/libcudart.so.13 (13000)"]}
 
 
-def _baseline(tmp_path: Path, name: str, tests: dict[str, str], library: dict | None = None) -> Baseline:
-    data = {"baseline_version": 1, "name": name, "created": "2026-11-30T00:00:00+00:00",
-            "cells": {CELL: {"normal": {"verdict": "pass", "counts": {"collected": len(tests), "passed": len(tests)},
-                                        "teeth": None, "library": library or LIB, "provenance": {},
-                                        "tests": tests}}}}
+def _record(tests: dict[str, str], library: dict | None = None, teeth: dict | None = None) -> dict:
+    passed = sum(line.split()[0] == "passed" for line in tests.values())
+    return {"verdict": "pass", "counts": {"collected": len(tests), "passed": passed}, "teeth": teeth,
+            "library": library or LIB, "provenance": {}, "tests": tests}
+
+
+def _saved(tmp_path: Path, name: str, modes: dict[str, dict]) -> Baseline:
+    """A baseline of CELL with these mode records, written as a sweep writes it and read back."""
+    data = {"baseline_version": 1, "name": name, "created": "2026-11-30T00:00:00+00:00", "cells": {CELL: modes}}
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(data))
     return Baseline.load(path)
+
+
+def _baseline(tmp_path: Path, name: str, tests: dict[str, str], library: dict | None = None) -> Baseline:
+    return _saved(tmp_path, name, {"normal": _record(tests, library)})
 
 
 def test_a_test_that_gains_a_tier_is_a_tier_regression(tmp_path):
@@ -80,3 +89,88 @@ def test_cudnn_sub_libraries_are_not_counted_as_copies(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(shim), *map(str, subs), str(other)], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     assert sorted(c["file"] for c in json.loads(out)) == sorted([str(shim), str(other)])
+
+
+def test_a_new_test_that_fails_or_errors_is_a_test_regression(tmp_path):
+    before = _baseline(tmp_path, "b", {"t::a": "passed"})
+    after = _baseline(tmp_path, "a", {"t::a": "passed", "t::new_f": "failed", "t::new_e": "error"})
+    assert [(c.kind, c.test, c.before, c.after) for c in compare(before, after).regressions] == [
+        ("test", "t::new_e", "new", "error"), ("test", "t::new_f", "new", "failed")]
+
+
+def test_a_passing_test_that_is_gone_is_a_test_regression(tmp_path):
+    cmp = compare(_baseline(tmp_path, "b", {"t::a": "passed", "t::b": "passed"}), _baseline(tmp_path, "a", {"t::a": "passed"}))
+    assert ("test", "t::b", "passed", "gone") in [(c.kind, c.test, c.before, c.after) for c in cmp.regressions]
+
+
+def test_fewer_passed_tests_is_a_count_regression_though_as_many_were_collected(tmp_path):
+    cmp = compare(_baseline(tmp_path, "b", {"t::a": "passed", "t::b": "passed"}),
+                  _baseline(tmp_path, "a", {"t::a": "passed", "t::b": "skipped"}))
+    assert [(c.test, c.before, c.after) for c in cmp.regressions if c.kind == "count"] == [("passed", 2, 1)]
+
+
+def test_another_cudnn_copy_mapped_is_a_library_regression_and_one_gone_is_not(tmp_path):
+    one = {**LIB, "cudnn_copies": ["/usr/lib/libcudnn.so.9.14.0 (9.14.0)"]}
+    two = {**LIB, "cudnn_copies": [*one["cudnn_copies"], "/opt/torch/nvidia/cudnn/lib/libcudnn.so.9 (9.19.0)"]}
+    before, after = _baseline(tmp_path, "b", {"t::x": "passed"}, one), _baseline(tmp_path, "a", {"t::x": "passed"}, two)
+    (change,) = compare(before, after).regressions
+    assert (change.kind, change.test, change.before, change.after) == (
+        "library", "cudnn_copies", one["cudnn_copies"], two["cudnn_copies"])
+    assert compare(after, before).regressions == []
+
+
+def test_a_bitten_test_that_turns_toothless_is_a_teeth_regression(tmp_path):
+    tests = {"t::x": "failed MATH", "t::y": "failed MATH"}
+    before = _saved(tmp_path, "b", {"teeth": _record(tests, teeth={"bitten": ["t::x", "t::y"], "toothless": []})})
+    after = _saved(tmp_path, "a", {"teeth": _record(tests, teeth={"bitten": ["t::y"], "toothless": ["t::x"]})})
+    cmp = compare(before, after)
+    assert [(c.kind, c.test, c.before, c.after) for c in cmp.regressions] == [("teeth", "t::x", "bitten", "toothless")]
+    assert cmp.improvements == []
+    back = compare(after, before)  # toothless -> bitten: an improvement, never a regression
+    assert back.regressions == [] and [(c.kind, c.test) for c in back.improvements] == [("teeth", "t::x")]
+
+
+def test_a_mode_left_out_by_select_is_not_selected_and_one_chosen_that_did_not_run_is_missing(tmp_path):
+    before = _saved(tmp_path, "b", {"normal": _record({"t::x": "passed"}), "teeth": _record({"t::x": "failed MATH"})})
+    after = _saved(tmp_path, "a", {"normal": _record({"t::x": "passed"})})
+    cmp = compare(before, after, Scope(frozenset({CELL}), frozenset({(CELL, "normal")})))
+    assert [(c.cell, c.mode, c.after) for c in cmp.not_selected] == [(CELL, "teeth", "not selected")]
+    assert cmp.missing == [] and cmp.removed == []
+    chosen = frozenset({(CELL, "normal"), (CELL, "teeth")})
+    cmp = compare(before, after, Scope(frozenset({CELL}), chosen, {CELL: "its build failed"}))
+    assert [(c.cell, c.mode, c.after) for c in cmp.missing] == [(CELL, "teeth", "did not run: its build failed")]
+    assert cmp.not_selected == [] and cmp.removed == []
+
+
+def test_saving_onto_a_baseline_keeps_the_modes_this_sweep_did_not_run(tmp_path):
+    earlier = _saved(tmp_path, "e", {"normal": _record({"t::x": "passed"}), "teeth": _record({"t::x": "failed MATH"})})
+    now = _saved(tmp_path, "n", {"normal": _record({"t::x": "passed", "t::y": "passed"})})
+    merged, kept = now.merged_over(earlier)
+    assert kept == [f"{CELL} teeth"]
+    assert set(merged.cells[CELL]) == {"normal", "teeth"}
+    assert set(merged.cells[CELL]["normal"].tests) == {"t::x", "t::y"}  # this sweep's record wins
+    assert merged.cells[CELL]["teeth"] == earlier.cells[CELL]["teeth"]
+
+
+def test_repeated_selectors_of_one_cell_add_up():
+    cells = cells_of(load_matrix(REPO / "matrix.toml"))
+    cell = next(c for c in cells if len(c.modes) == 3)
+    chosen = select(cells, [cell.mode_session("normal"), cell.mode_session("teeth")])
+    assert [(c.name, modes) for c, modes in chosen] == [(cell.name, ("normal", "teeth"))]
+
+
+def test_changes_are_grouped_by_transition_the_largest_group_first(tmp_path):
+    before = _baseline(tmp_path, "b", {f"t::{n}": "passed CUDNN_FLASH_ATTENTION" for n in "abcd"})
+    after = _baseline(tmp_path, "a", {"t::a": "passed", **{f"t::{n}": "passed MATH" for n in "bcd"}})
+    groups = group(compare(before, after).regressions)
+    assert [(g.kind, g.before, g.after, sorted(g.tests)) for g in groups] == [
+        ("tier", "CUDNN_FLASH_ATTENTION", "MATH", ["t::b", "t::c", "t::d"]),
+        ("tier", "CUDNN_FLASH_ATTENTION", "(no tier)", ["t::a"])]
+    assert groups[0].headline() == "tier CUDNN_FLASH_ATTENTION → MATH: 3 test(s), 3 row(s) in 1 cell(s) x 1 mode(s) (normal)"
+
+
+def test_test_names_are_shortened_at_a_separator_never_inside_a_name():
+    assert shorten(["s/test_a.py::TestX::test_case_1", "s/test_a.py::TestX::test_case_2"]) == (
+        "s/test_a.py::TestX::", ["test_case_1", "test_case_2"])
+    assert shorten(["s/test_a.py::t", "s/test_b.py::t"]) == ("s/", ["test_a.py::t", "test_b.py::t"])
+    assert shorten(["test_a.py::t", "test_b.py::t"]) == ("", ["test_a.py::t", "test_b.py::t"])

@@ -47,6 +47,7 @@ pythonpath = [".", "../canary", ".."]
 min_failures = 1
 """
 A, B, GONE = f"h-{PY}-a", f"h-{PY}-b", f"h-{PY}-gone"
+OLD = f"h-{PY}-old"  # a cell a baseline holds that the matrix no longer has
 
 
 def cell(libs: str, modes: tuple[str, ...] = ("normal",)) -> str:
@@ -144,22 +145,23 @@ def _set(path: list, value: object) -> Callable[[dict], None]:
     return edit
 
 
-def _results_copy(box: Box, base: Path, edit: Callable[[dict], None] | None = None) -> Path:
-    """The base sweep's current results, copied (as CI artifacts would arrive), one of them edited."""
+def _results_copy(box: Box, base: Path, edit: Callable[[dict], None] | None = None, every: bool = False) -> Path:
+    """The base sweep's current results, copied (as CI artifacts would arrive), one of them (or `every` one) edited."""
     src = base / "results"
     dst = box.root / "artifacts"
     dst.mkdir()
     for f in src.glob("h-*.json"):
         data = json.loads(f.read_text())
-        if edit is not None and data["session"] == f"{A}-normal":
+        if edit is not None and (every or data["session"] == f"{A}-normal"):
             edit(data)
         (dst / f.name).write_text(json.dumps(data))
     return dst
 
 
-HOSTILE = "t.py::test[a|b`c`[x](http://evil.example/p)\r\nrow|2 <img src=x> me@evil.example \x1b]0;pwned\x07]"
+HOSTILE = ("t.py::test[a|b`c`[x](http://evil.example/p)\r\nrow|2 <img src=x> me@evil.example www.evil.example "
+           "\x1b]0;pwned\x07\x9b2J]")  # \x9b: the 8-bit CSI, a C1 control
 HOSTILE_MD = ("t.py::test\\[a\\|b\\`c\\`\\[x\\](http&#58;//evil.example/p)\\\\x0d\\\\x0arow\\|2 &lt;img src=x&gt; "
-              "me&#64;evil.example \\\\x1b\\]0;pwned\\\\x07\\]")
+              "me&#64;evil.example www&#46;evil.example \\\\x1b\\]0;pwned\\\\x07\\\\x9b2J\\]")
 
 
 def _hostile_report(base: Path) -> Callable[[Box], Run]:
@@ -172,12 +174,36 @@ def _hostile_report(base: Path) -> Callable[[Box], Run]:
     return act
 
 
+def _md_is_inert(md: str) -> None:
+    """No live link, autolink, raw HTML, control character or line break from untrusted text."""
+    assert not re.search(r"(?<!\\)\]\(", md) and "://" not in md and "www." not in md and "<img" not in md
+    assert "\r" not in md and "\x1b" not in md and "\x9b" not in md
+
+
 def _check_hostile(box: Box, run: Run) -> None:
     md = (box.out / "report.md").read_text()
     assert f"    - {HOSTILE_MD}\n" in md, md
-    assert not re.search(r"(?<!\\)\]\(", md) and "://" not in md and "<img" not in md and "\r" not in md and "\x1b" not in md
-    assert "\x1b" not in run.out and "\x07" not in run.out and "\r" not in run.out.replace("\r\n", "\n")
-    assert "\\x1b]0;pwned\\x07" in run.out  # shown, escaped, in the terminal report
+    _md_is_inert(md)
+    assert "\x1b" not in run.out and "\x07" not in run.out and "\x9b" not in run.out
+    assert "\r" not in run.out.replace("\r\n", "\n")
+    assert "\\x1b]0;pwned\\x07\\x9b2J" in run.out  # shown, escaped, in the terminal report
+    html = (box.out / "report.html").read_text()
+    assert "<img src=x>" not in html and "&lt;img src=x&gt;" in html
+
+
+def _hostile_reason(base: Path) -> Callable[[Box], Run]:
+    def act(box: Box) -> Run:
+        def edit(data: dict) -> None:
+            data["verdict"], data["reasons"] = "fail", [HOSTILE]
+        arts = _results_copy(box, base, edit)
+        return box.report(str(arts), "--out", str(box.out))
+    return act
+
+
+def _check_hostile_reason(box: Box, run: Run) -> None:
+    md = (box.out / "report.md").read_text()
+    assert f"## Failing modes\n\n- **{A}-normal**: {HOSTILE_MD}\n" in md, md
+    _md_is_inert(md)
     html = (box.out / "report.html").read_text()
     assert "<img src=x>" not in html and "&lt;img src=x&gt;" in html
 
@@ -196,6 +222,30 @@ def _check_not_linked(value: str, why: str) -> Callable[[Box, Run], None]:
         assert f"<code>{value}</code> <span class=\"warn\">({why})</span>" in html, html[-4000:]
         assert 'href="../artifacts/runs/' not in html  # the bundle files are not in the copied artifacts dir
     return check
+
+
+def _log_at(base: Path, where: Callable[[Box], Path]) -> Callable[[Box], Run]:
+    """A result whose log is a real file at `where`, and the report built from the copied artifacts."""
+    def act(box: Box) -> Run:
+        arts = _results_copy(box, base, lambda d: d.__setitem__("log", str(where(box))))
+        where(box).parent.mkdir(parents=True, exist_ok=True)
+        where(box).write_text("a log\n")
+        return box.report(str(arts), "--out", str(box.out))
+    return act
+
+
+def _not_linked_at(where: Callable[[Box], Path]) -> Callable[[Box, Run], None]:
+    def check(box: Box, run: Run) -> None:
+        _check_not_linked(str(where(box)), "not linked: outside the dirs this report was built from")(box, run)
+    return check
+
+
+def _beside(box: Box) -> Path:
+    return box.root / "artifacts-old" / f"{A}-normal.log"  # a sibling whose name begins with the input dir's
+
+
+def _climbs(box: Box) -> Path:
+    return box.root / "artifacts" / ".." / f"{A}-normal.log"  # inside the input dir, until `..` is resolved
 
 
 def _check_linked(box: Box, run: Run) -> None:
@@ -303,6 +353,43 @@ def _check_missing_listed(box: Box, run: Run) -> None:
     data = box.sweep_json()
     assert [c["cell"] for c in data["missing"]] == [GONE]
     assert data["removed"] == [] and data["regressions"] == []
+    assert "Did not run (in the baseline, chosen, no result) (1):" in run.out
+
+
+def _removed_cell(box: Box) -> Run:
+    data = box.baseline()
+    data["cells"][OLD] = data["cells"][B]
+    (box.baselines / "base.json").write_text(json.dumps(data))
+    return box.sweep("--baseline", "base")
+
+
+def _check_removed(box: Box, run: Run) -> None:
+    data = box.sweep_json()
+    assert [(c["cell"], c["mode"]) for c in data["removed"]] == [(OLD, "normal")]
+    assert data["not_selected"] == [] and data["missing"] == [] and data["regressions"] == [] and data["ok"] is True
+
+
+def _nothing_runnable(*args: str) -> Callable[[Box], Run]:
+    def act(box: Box) -> Run:
+        box.write(cells=(cell("gone"),))
+        return box.sweep(*args)
+    return act
+
+
+def _check_nothing_ran(box: Box, run: Run) -> None:
+    data = box.sweep_json()
+    assert data["ok"] is False and data["why_failed"] == ["nothing ran"] and data["cells"] == []
+    assert (box.results / "report.md").is_file() and not (box.baselines / "new.json").exists()
+
+
+def _select_unrunnable(box: Box) -> Run:
+    box.write(cells=(cell("a"), cell("gone")))
+    return box.sweep("--select", GONE)
+
+
+def _check_selected_unrunnable(box: Box, run: Run) -> None:
+    data = box.sweep_json()
+    assert list(data["errors"]) == [GONE] and data["skipped"] == {} and data["cells"] == []
 
 
 def _check_not_selected(box: Box, run: Run) -> None:
@@ -351,6 +438,24 @@ def _check_preexisting(box: Box, run: Run) -> None:
     assert data["already_failing"] == [f"{A}-normal", f"{B}-normal"]
     md = (box.results / "report.md").read_text()
     assert "## Already failing in the baseline (2)" in md and "gate regressions: OK" in md
+    assert "## Failing modes" not in md  # listed apart, not as failing
+
+
+def _gate_new_cell(box: Box) -> Run:
+    _break(box)
+    assert box.sweep("--save-baseline", "failing").code == 1
+    data = box.baseline("failing")
+    del data["cells"][B]  # b is new to this baseline: its failure is not "already failing"
+    (box.baselines / "failing.json").write_text(json.dumps(data))
+    return box.sweep("--baseline", "failing", "--gate", "regressions")
+
+
+def _check_new_cell(box: Box, run: Run) -> None:
+    data = box.sweep_json()
+    assert data["ok"] is False and data["already_failing"] == [f"{A}-normal"]
+    assert [(c["cell"], c["mode"]) for c in data["added"]] == [(B, "normal")]
+    md = (box.results / "report.md").read_text()
+    assert f"## Failing modes\n\n- **{B}-normal**: " in md
 
 
 def _gate_new(box: Box) -> Run:
@@ -384,9 +489,46 @@ def _tiers_as_text(box: Box) -> Run:
 def _check_tiers(box: Box, run: Run) -> None:
     md = (box.results / "report.md").read_text()
     html = (box.results / "report.html").read_text()
+    # every mode passed, and yet the regressions make it red: every form says so
+    assert md.startswith("# ort-gpu-matrix sweep: FAILED\n") and "sweep FAILED: 0 failing mode(s), 2 regression(s)" in run.out
     assert "tier CUDNN\\_FLASH\\_ATTENTION → MATH: 1 test(s), 2 row(s) in 2 cell(s) x 1 mode(s) (normal)" in md, md
     assert "['" not in md and "['" not in html and "[&#39;" not in html
     assert "tier CUDNN_FLASH_ATTENTION → MATH: 1 test(s)" in html
+
+
+def _some_cells(base: Path) -> Callable[[Box], Run]:
+    """test_breakable fails in both cells, test_steady only in a: one group, and steady says where."""
+    def act(box: Box) -> Run:
+        def edit(data: dict) -> None:
+            data["outcomes"]["test_sweep.py::test_breakable"] = "failed"
+            if data["session"] == f"{A}-normal":
+                data["outcomes"]["test_sweep.py::test_steady"] = "failed"
+        arts = _results_copy(box, base, edit, every=True)
+        return box.report(str(arts), "--baseline", "base", "--out", str(box.out))
+    return act
+
+
+def _check_where(box: Box, run: Run) -> None:
+    md = (box.out / "report.md").read_text()
+    assert ("  - tests under `test\\_sweep.py::`:\n    - test\\_breakable\n"
+            f"    - test\\_steady ({A} normal)\n") in md, md
+
+
+def _poison_env(env: dict[str, str], *baseline: str) -> Callable[[Box], Run]:
+    def act(box: Box) -> Run:
+        (box.root.parent / "pristine.json").write_text((box.baselines / "base.json").read_text())
+        _break(box)
+        return box.sweep("--baseline", *(baseline or ["base"]), "--save-baseline", "base", env=env)
+    return act
+
+
+def _summary_appended(box: Box) -> Run:
+    (box.root / "summary.md").write_text("earlier step\n")
+    return box.sweep(env={"GITHUB_STEP_SUMMARY": str(box.root / "summary.md")})
+
+
+def _check_appended(box: Box, run: Run) -> None:
+    assert (box.root / "summary.md").read_text() == "earlier step\n" + (box.results / "report.md").read_text()
 
 
 def _corrupt_target(box: Box) -> Run:
@@ -465,6 +607,7 @@ def ROWS(base: Path) -> list[Row]:  # noqa: N802  (rows need the base dir, so th
             _check_nothing_lost),
         Row("step summary under a file", _step_summary_under_file, "could not be written (Not a directory)", 0,
             _check_nothing_lost),
+        Row("the step summary is appended to", _summary_appended, "sweep OK", 0, _check_appended),
         # a baseline name is a name
         Row("--save-baseline ../evil", lambda b: b.sweep("--save-baseline", "../evil"),
             "--save-baseline '../evil': a baseline name is letters", 1, _outside),
@@ -485,6 +628,10 @@ def ROWS(base: Path) -> list[Row]:  # noqa: N802  (rows need the base dir, so th
             lambda b, r: ((b.baselines / "target.json").read_text() == "{not json" or pytest.fail("overwritten"),
                           b.ran_nothing())),
         Row("--baseline X --save-baseline X with regressions", _poison,
+            "baseline base was NOT saved: this sweep has 6 regression(s) against it", 1, _unchanged_baseline),
+        Row("... baselines beside the matrix (no MATRIX_BASELINES)", _poison_env({"MATRIX_BASELINES": ""}),
+            "baseline base was NOT saved: this sweep has 6 regression(s) against it", 1, _unchanged_baseline),
+        Row("... --baseline given as the file's path", lambda b: _poison_env({}, str(b.baselines / "base.json"))(b),
             "baseline base was NOT saved: this sweep has 6 regression(s) against it", 1, _unchanged_baseline),
         Row("... with --accept-regressions", _poison_accepted, "baseline base updated 2 mode record(s)", 1,
             _check_poison_accepted),
@@ -507,6 +654,12 @@ def ROWS(base: Path) -> list[Row]:  # noqa: N802  (rows need the base dir, so th
             "gate regressions: FAILED: 1 baseline mode(s) did not run", 1, _check_missing_listed),
         Row("... with --allow-missing", lambda b: _not_runnable(b, "--allow-missing"),
             "(1 baseline mode(s) did not run, allowed by --allow-missing)", 0, _check_missing_listed),
+        Row("a baseline cell removed from the matrix", _removed_cell, "Removed from the matrix (1):", 0, _check_removed),
+        Row("no cell can run here", _nothing_runnable(), "gate all: FAILED: nothing ran", 1, _check_nothing_ran),
+        Row("... with --save-baseline", _nothing_runnable("--save-baseline", "new"),
+            "baseline new was NOT saved: nothing ran", 1, _check_nothing_ran),
+        Row("--select a cell this host cannot run", _select_unrunnable,
+            f"{GONE}: could not run: cannot run on this host: libs.gone", 1, _check_selected_unrunnable),
         Row("a baseline cell not selected", lambda b: b.sweep("--baseline", "base", "--select", A),
             "gate all: OK", 0, _check_not_selected),
         Row("teeth with MATH forced everywhere", _math_everywhere, "teeth has nothing to cover", 1, _check_math),
@@ -517,9 +670,13 @@ def ROWS(base: Path) -> list[Row]:  # noqa: N802  (rows need the base dir, so th
             "gate regressions: OK (2 mode(s) already failing in the baseline, listed apart)", 0, _check_preexisting),
         Row("--gate regressions: a new failure", _gate_new, "gate regressions: FAILED: 6 regression(s)", 1,
             _check_new_named),
+        Row("--gate regressions: a new cell that fails", _gate_new_cell,
+            "gate regressions: FAILED: 1 failing mode(s) not already failing in the baseline", 1, _check_new_cell),
         # hostile text stays text
         Row("a hostile test id in every report", _hostile_report(base), "test new → failed: 1 test(s)", 1,
             _check_hostile),
+        Row("a hostile failure reason in every report", _hostile_reason(base), "report FAILED (gate all): 1 failing mode(s)",
+            1, _check_hostile_reason),
         Row("a javascript: log", _link_report(base, "log", "javascript:alert(1)"), "written:", 0,
             _check_not_linked("javascript:alert(1)", "not linked: not an absolute file path")),
         Row("a data: junit", _link_report(base, "junit", "data:text/html,<b>x</b>"), "written:", 0,
@@ -527,7 +684,11 @@ def ROWS(base: Path) -> list[Row]:  # noqa: N802  (rows need the base dir, so th
         Row("a log outside the inputs", _link_report(base, "log", "/etc/shadow"), "written:", 0,
             _check_not_linked("/etc/shadow", "not linked: outside the dirs this report was built from")),
         Row("a log inside the inputs is a relative link", _inside_link(base), "written:", 0, _check_linked),
+        Row("a log in a dir named like the inputs", _log_at(base, _beside), "written:", 0, _not_linked_at(_beside)),
+        Row("a log that climbs out with ..", _log_at(base, _climbs), "written:", 0, _not_linked_at(_climbs)),
         Row("tier lists as text", _tiers_as_text, "tier CUDNN_FLASH_ATTENTION → MATH", 1, _check_tiers),
+        Row("a change in some cells says where", _some_cells(base), "test passed → failed: 2 test(s), 3 row(s)", 1,
+            _check_where),
     ]
 
 
