@@ -374,7 +374,7 @@ def main() -> int:
     ap.add_argument("--autoload-python", help="an interpreter that already has many pytest plugins (the torch env)")
     ap.add_argument("--skip", action="append", default=[],
                     choices=["overhead", "warm", "cold", "list", "autoload", "slots", "modes"])
-    ap.add_argument("--mode-scale", type=float, default=0.25, help="the mode-scheduling workload's sleeps x this")
+    ap.add_argument("--mode-scale", type=float, default=0.5, help="the mode-scheduling workload's sleeps x this")
     ap.add_argument("--out", default=str(REPO / "bench" / "results.json"))
     ap.add_argument("--pytest-args", default="", help='extra pytest arguments for the overhead runs, e.g. "-n 8"')
     args = ap.parse_args()
