@@ -39,16 +39,15 @@ def die_with_parent(parent: int | None = None) -> None:
 
 
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); None when it is gone."""
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); None when it is gone,
+    or dead and not yet reaped (a zombie: a killed sweep's children wait for whoever adopted them)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[-1].split()
-    if fields and fields[0] == "Z":  # a zombie has exited: it waits only for a reaper, and holds no dir
-        return None
-    return fields[19] if len(fields) > 19 else None
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
 def new_workdir(session: str, log: Callable[[str], None] = print) -> Path:

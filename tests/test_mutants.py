@@ -136,7 +136,7 @@ def test_teeth_ignores_a_require_cudnn_result_of_another_venv(harness):
     (cell,) = cells_of(load_matrix(harness.matrix))
     earlier = {prior.session: prior}
     same = dict(prior.venv.fingerprint)
-    assert _prior(earlier, cell, "teeth", same) == prior.dispatch  # the control: same venv, read
+    assert _prior(earlier, cell, "teeth", same) == prior  # the control: same venv, read
     other = {**same, "tools": [*same["tools"], "iniconfig"]}
     assert _prior(earlier, cell, "teeth", other) is None
 

@@ -5,6 +5,7 @@
 import os
 import subprocess
 import sys
+import time
 
 from ort_gpu_matrix.orphans import clean_stale_workdirs, new_workdir, owner
 
@@ -17,9 +18,14 @@ def test_only_the_dirs_of_runs_that_are_gone_are_removed(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone_start = _start_time(gone.pid)
     gone.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exits, and is not reaped until the end
+    zombie_start = _start_time(zombie.pid)
+    while open(f"/proc/{zombie.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
     me, mine = os.getpid(), _start_time(os.getpid())
     made = {
         "dead": tmp_path / f"ort-matrix-s-normal-p{gone.pid}.{gone_start}-abc123de",
+        "zombie": tmp_path / f"ort-matrix-s-teeth-p{zombie.pid}.{zombie_start}-abc123de",
         "reused pid": tmp_path / f"ort-matrix-s-normal-p{me}.{int(mine) + 1}-abc123de",  # this pid, another process
         "live": tmp_path / f"ort-matrix-s-normal-p{me}.{mine}-abc123de",
         "unstamped": tmp_path / "ort-matrix-s-normal-abc123de",  # an older version's: its owner is unknown
@@ -36,8 +42,9 @@ def test_only_the_dirs_of_runs_that_are_gone_are_removed(tmp_path):
     plain.write_text("a file")
 
     removed = clean_stale_workdirs(tmp_path)
-    assert sorted(removed) == sorted([made["dead"], made["reused pid"]])
-    assert not made["dead"].exists() and not made["reused pid"].exists()
+    zombie.wait()
+    assert sorted(removed) == sorted([made["dead"], made["zombie"], made["reused pid"]])
+    assert not made["dead"].exists() and not made["zombie"].exists() and not made["reused pid"].exists()
     assert all(made[k].is_dir() for k in ("live", "unstamped", "not ours"))
     assert link.is_symlink() and target.is_dir() and plain.is_file()
 
