@@ -36,6 +36,7 @@ from typing import Any
 from .baseline import Baseline, ModeRecord
 from .results import Result
 
+FAILING = ("failed", "error")
 REGRESSION_KINDS = ("verdict", "test", "tier", "teeth", "count", "library", "flaky")
 
 
@@ -82,9 +83,11 @@ class Comparison:
 
 
 def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
-    both = b.teeth_scope != a.teeth_scope  # a scoped teeth ran only some tests: one missing there is not gone
-    for test in sorted(set(b.tests) & set(a.tests) if both else set(b.tests) | set(a.tests)):
+    scoped = b.teeth_scope != a.teeth_scope  # a scoped teeth ran only some tests: one missing there is not gone
+    for test in sorted(set(b.tests) | set(a.tests)):
         bt, at = b.tests.get(test), a.tests.get(test)
+        if scoped and at is None:
+            continue  # left out by the scope on purpose; everything the run did hold is still compared
         if at is not None and at.reruns and at.outcome == "passed":
             change = Change("flaky", cell, mode, test, "stable" if bt is None or not bt.reruns else f"{bt.reruns} rerun(s)",
                             f"passed after {at.reruns} rerun(s)")
@@ -95,6 +98,9 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) 
             cmp.regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
         elif bt is None and at is not None and at.outcome in ("failed", "error"):
             cmp.regressions.append(Change("test", cell, mode, test, "new", at.outcome))
+        elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
+            # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so
+            cmp.regressions.append(Change("test", cell, mode, test, bt.outcome, at.outcome))
         elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
             cmp.improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
         if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
@@ -102,6 +108,9 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) 
 
 
 def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
+    if b.teeth and not a.teeth:  # coverage was checked before and is not now (a refused or census-less run)
+        cmp.regressions.append(Change("teeth", cell, mode, None, "coverage checked", "coverage not checked"))
+        return
     if not b.teeth or not a.teeth:
         return
     for test in sorted(set(b.teeth["bitten"]) & set(a.teeth["toothless"])):
@@ -160,8 +169,8 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Co
             _tests(cmp, cell, mode, b, a)
             _teeth(cmp, cell, mode, b, a)
             for counter in ("collected", "passed"):
-                if a.teeth_scope != b.teeth_scope:
-                    break  # a scoped teeth against an unscoped one: fewer tests by design, never a count regression
+                if a.teeth_scope != b.teeth_scope and (a.counts.get("collected", 0) or not b.counts.get("collected", 0)):
+                    break  # a scoped teeth against an unscoped one: fewer tests by design, but never none at all
                 if a.counts.get(counter, 0) < b.counts.get(counter, 0):
                     cmp.regressions.append(Change("count", cell, mode, counter, b.counts[counter], a.counts[counter]))
             _library(cmp, cell, mode, b, a)  # a provenance change alone is no regression: the report shows it

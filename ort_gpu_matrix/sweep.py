@@ -345,8 +345,10 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
     why = unwritable(out)
     if why:
         raise SweepError(f"--out {out}: {why}. Fix: point it at a directory you can write")
-    names = {r.cell.name for r in results}
-    scope = Scope(frozenset(names), frozenset((r.cell.name, r.mode) for r in results), {})
+    # what the matrix holds, not what arrived: a baseline cell whose artifact never came is missing, not removed
+    cells = cells_of(matrix)
+    scope = Scope(frozenset(c.name for c in cells), frozenset((c.name, m) for c in cells for m in c.modes),
+                  {c.name: "no result file among the inputs" for c in cells})
     outcome = SweepOutcome(build(results, before, opts.baseline, scope=scope, gate=opts.gate,
                                  allow_missing=opts.allow_missing))
     outcome.files = write(matrix, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,

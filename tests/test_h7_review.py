@@ -1,5 +1,6 @@
-"""Review h7: false greens of `--gate regressions` found in review. Each xfail(strict) row is a live hole:
-it fails (xfails) on the current code and turns the suite red (XPASS) once the hole is fixed, so the mark goes then.
+"""False greens of `--gate regressions` found by an independent review, each pinned by the test that failed
+before its fix: a baseline cell whose artifact never arrived, skipped/xfailed -> failed in an already-failing
+mode, a new error in a scoped teeth against an unscoped baseline, and a scoped teeth that ran nothing.
 """
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from test_sweep_trust import A, B, Box, base  # noqa: F401  (base: the module fixture, a green sweep saved as `base`)
 
 from ort_gpu_matrix.baseline import Baseline
@@ -29,8 +29,6 @@ def _rec(verdict: str, tests: dict[str, str], scope: str = "all") -> dict:
             "library": {}, "provenance": {}, "tests": tests, **({"teeth_scope": scope} if scope != "all" else {})}
 
 
-@pytest.mark.xfail(strict=True, reason="h7 finding 2: compare._tests only flags a failure whose baseline line was "
-                   "'passed' or absent; skipped/xfailed -> failed in an already-failing mode is no regression")
 def test_a_skipped_test_that_now_fails_in_an_already_failing_mode_is_a_regression(tmp_path):
     scope = Scope(frozenset({CELL}), frozenset({(CELL, "normal")}))
     before = _saved(tmp_path, "b", "normal", _rec("fail", {"t::known": "failed", "t::gpu_only": "skipped",
@@ -42,8 +40,6 @@ def test_a_skipped_test_that_now_fails_in_an_already_failing_mode_is_a_regressio
     assert {(c.kind, c.test) for c in cmp.regressions} == {("test", "t::gpu_only"), ("test", "t::x")}
 
 
-@pytest.mark.xfail(strict=True, reason="h7 finding 3: when teeth_scope differs, compare._tests walks only the tests "
-                   "both runs have, so a new test that errors in the scoped run is never looked at")
 def test_a_new_error_in_a_scoped_teeth_against_an_unscoped_baseline_is_a_regression(tmp_path):
     scope = Scope(frozenset({CELL}), frozenset({(CELL, "teeth")}))
     before = _saved(tmp_path, "b", "teeth", _rec("fail", {"t::a": "failed", "t::b": "passed"}))
@@ -56,8 +52,6 @@ def test_a_new_error_in_a_scoped_teeth_against_an_unscoped_baseline_is_a_regress
         ("test", "t::new_cudnn", "new")]
 
 
-@pytest.mark.xfail(strict=True, reason="h7 finding 1: sweep.report_only builds its Scope from the results it was "
-                   "given, so a baseline cell with no result file is 'removed' (never failing), not 'missing'")
 def test_report_gate_regressions_fails_when_a_baseline_cell_has_no_result(base, venvs, tmp_path):  # noqa: F811
     box = Box(tmp_path, venvs, base)
     arts = tmp_path / "artifacts"
@@ -71,9 +65,6 @@ def test_report_gate_regressions_fails_when_a_baseline_cell_has_no_result(base, 
     assert run.code != 0 and doc["ok"] is False
 
 
-@pytest.mark.xfail(strict=True, reason="h7 finding 3b: a scoped teeth that ran nothing (refused, coverage unchecked) "
-                   "against an unscoped, already-failing baseline teeth: tests intersect to nothing, counts are skipped "
-                   "for the scope change, teeth is skipped for a.teeth None: no regression at all")
 def test_a_scoped_teeth_that_ran_nothing_is_a_regression(tmp_path):
     scope = Scope(frozenset({CELL}), frozenset({(CELL, "teeth")}))
     rec = _rec("fail", {"t::a": "failed", "t::b": "passed", "t::c": "failed"})
