@@ -179,12 +179,12 @@ def test_init_adds_ort_s_attention_tests_when_ort_source_is_set(tool, tmp_path):
 
 
 def test_a_gpu_slot_sweep_starts_its_children_with_the_packaged_noxfile(tool, wheelhouse, tmp_path):
-    """--gpus runs each cell as `nox -f <noxfile> -s sweep -- --child`: the noxfile must be the one that registered."""
+    """--gpus runs each mode run as `nox -f <noxfile> -s sweep -- --child`: the noxfile must be the one that registered."""
     assert run(tool, "init", cwd=tmp_path).returncode == 0
     offline = {"MATRIX_OFFLINE": "1", "MATRIX_WHEELHOUSE": str(wheelhouse)}
     proc = run(tool, "-s", "sweep", "--", "--gpus", "0", cwd=tmp_path, env=offline)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    child_log = (tmp_path / ".matrix" / "results" / "sweep-logs" / f"{CPU_CELL}.log").read_text()
+    child_log = (tmp_path / ".matrix" / "results" / "sweep-logs" / f"{CPU_CELL}-normal.log").read_text()  # one per mode run
     assert f"{CPU_CELL}-normal: PASS" in child_log, child_log[-2000:]
     sweep = json.loads((tmp_path / ".matrix" / "results" / "sweep.json").read_text())
     assert sweep["ok"] and [c["verdict"] for c in sweep["cells"]] == ["pass"]
