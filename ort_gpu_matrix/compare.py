@@ -184,10 +184,8 @@ def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
     the failure it accepted is gone, the toothless test bites, the skip no longer happens."""
     for r in sorted(results, key=lambda r: (r.cell.name, r.mode)):
         for s in r.stale_rules:
-            # `why` may end in the test it is about ("...: <node id>"): the rule's pattern already names it, and
-            # without it one kind of staleness across many rules is one group in a report, not one per rule
-            why = str(s.get("why") or "").split(": ", 1)[0]
-            cmp.improvements.append(Change("stale-rule", r.cell.name, r.mode, s.get("pattern"), s.get("key"), why))
+            cmp.improvements.append(Change("stale-rule", r.cell.name, r.mode, s.get("pattern"), s.get("key"),
+                                           s.get("what") or s.get("why")))  # `what`: results before it have only `why`
 
 
 @dataclass(frozen=True)

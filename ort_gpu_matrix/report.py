@@ -41,15 +41,17 @@ class Report:
     def failed(self) -> list[Result]:
         return [r for r in self.results if not r.passed]
 
+    def _failed_before(self, r: Result) -> bool:
+        return self.baseline_verdicts.get((r.cell.name, r.mode)) == "fail"
+
     @property
     def already_failing(self) -> list[Result]:
         """Failing modes whose baseline record failed too: under --gate regressions, listed but not failing."""
-        return [r for r in self.failed if self.baseline_verdicts.get((r.cell.name, r.mode)) == "fail"]
+        return [r for r in self.failed if self._failed_before(r)]
 
     @property
     def new_failures(self) -> list[Result]:
-        known = {id(r) for r in self.already_failing}
-        return [r for r in self.failed if id(r) not in known]
+        return [r for r in self.failed if not self._failed_before(r)]
 
     def why_failed(self) -> list[str]:
         """Each thing that makes this report red under its gate, one line each; empty when it is green."""

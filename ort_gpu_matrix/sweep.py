@@ -118,6 +118,13 @@ def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
     return dataclasses.replace(matrix, settings=settings), ["-p", "pytest_rerunfailures", f"--reruns={reruns}"]
 
 
+def _check_gate(opts: Options) -> None:
+    if opts.gate not in GATES:
+        raise SweepError(f"--gate {opts.gate!r}: use one of {', '.join(GATES)}")
+    if opts.gate == "regressions" and not opts.baseline:
+        raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
+
+
 def _outputs(matrix: Matrix, opts: Options, saving: bool) -> None:
     wanted = [("the results dir (MATRIX_RESULTS)", matrix.workspace.results_dir)]
     if opts.out is not None:
@@ -160,10 +167,7 @@ def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | N
 def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options, explicit: bool,
             log: Callable[[str], None] = print) -> Plan:
     """Everything that can be known before a cell runs, checked; raises SweepError or BaselineError."""
-    if opts.gate not in GATES:
-        raise SweepError(f"--gate {opts.gate!r}: use one of {', '.join(GATES)}")
-    if opts.gate == "regressions" and not opts.baseline:
-        raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
+    _check_gate(opts)
     before, save_to, saved_before, before_path = _baselines(matrix, opts)
     _outputs(matrix, opts, save_to is not None)
     plan = Plan(before, save_to, saved_before, before_path)
@@ -338,8 +342,7 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
     It writes report.json, never the results dir's sweep.json: that file says what a sweep ran, and a
     report built from other inputs must not stand in for it.
     """
-    if opts.gate == "regressions" and not opts.baseline:
-        raise SweepError("--gate regressions compares with a baseline: add --baseline NAME (or use --gate all)")
+    _check_gate(opts)
     before, _, _, _ = _baselines(matrix, Options(baseline=opts.baseline))
     out = opts.out or matrix.workspace.results_dir
     why = unwritable(out)

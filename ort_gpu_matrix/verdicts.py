@@ -31,6 +31,7 @@ EXIT_MEANING = {
     5: "nothing was collected (pytest exit 5): the suite's files hold no tests pytest can find",
     6: "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)",
 }
+GONE = "it matched no test that ran (gone, renamed or deselected)"
 NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
 LISTED = 8  # how many offenders a reason names before it says "and N more"
 
@@ -118,11 +119,18 @@ class StaleRule:
     key: str  # known_failures, known_toothless, allowed_skips
     pattern: str  # the rule's test regex, or the skip pattern
     reason: str  # the rule's reason ("" for a skip pattern)
-    why: str  # what the run showed instead
+    what: str  # the kind of staleness ("no longer fails"): many stale rules of one kind are one change
     observed: tuple[str, ...] = ()  # the cells the rule was calibrated in (empty: written by hand)
+    tests: str = ""  # the tests that show it, listed
+
+    @property
+    def why(self) -> str:
+        """What the run showed instead."""
+        return f"{self.what}: {self.tests}" if self.tests else self.what
 
     def to_dict(self, mode: str) -> dict[str, str]:
-        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why}
+        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why,
+                "what": self.what}
 
     def warning(self) -> str:
         return f"stale rule: {self.key} {self.pattern!r} matched nothing in this run ({self.why}); " \
@@ -211,8 +219,9 @@ def _stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[Tes
         if any(re.search(rule.test, n) for n in failing):
             continue
         ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
-        why = f"no longer fails: {_listing(ran)}" if ran else "it matched no test that ran (gone, renamed or deselected)"
-        out.append(StaleRule("known_failures", rule.test, rule.reason, why, tuple(o.cell for o in rule.observed)))
+        what = "no longer fails" if ran else GONE
+        out.append(StaleRule("known_failures", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
+                             _listing(ran)))
     return out
 
 
@@ -378,10 +387,10 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
             continue
         bites = [n for n in cudnn_tests if n in bitten and re.search(rule.test, n)]
         others = sorted(t.nodeid for t in tests if t.nodeid not in cudnn_tests and re.search(rule.test, t.nodeid))
-        why = (f"it now bites: {_listing(bites)}" if bites else
-               f"no longer a {CUDNN} test in require_cudnn: {_listing(others)}" if others else
-               "it matched no test that ran (gone, renamed or deselected)")
-        out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, why, tuple(o.cell for o in rule.observed)))
+        listed = bites or others
+        what = "it now bites" if bites else f"no longer a {CUDNN} test in require_cudnn" if others else GONE
+        out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
+                                   _listing(listed)))
     out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
                                  declared, undeclared, sorted(n for n in cudnn_tests if n in bitten))
     return out

@@ -12,6 +12,7 @@ from ..grouping import Group, group, shorten
 from ..report import Report
 from .escape import md as esc
 from .summary import (
+    LISTED,
     audit_line,
     cell_skew,
     cell_text,
@@ -24,7 +25,6 @@ from .summary import (
     tiers_text,
 )
 
-LISTED = 20  # tests listed under a group before "and N more"
 GROUPS = 40  # groups shown per section before "and N more groups"
 ROWS = 50  # failing modes, libs differences and the like
 

@@ -8,6 +8,7 @@ from ..report import Report
 from ..results import Result
 
 MODE_ORDER = ("normal", "require_cudnn", "teeth")
+LISTED = 20  # tests listed under a group, in Markdown and the terminal, before "and N more"
 CLIP = 300  # characters of one untrusted item (a test id, a reason) a report shows
 
 

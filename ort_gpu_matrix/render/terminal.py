@@ -5,6 +5,7 @@ from ..grouping import group
 from ..report import Report
 from .escape import term
 from .summary import (
+    LISTED,
     audit_line,
     cell_skew,
     cell_text,
@@ -16,8 +17,6 @@ from .summary import (
     modes_of,
     tiers_text,
 )
-
-LISTED = 20  # rows shown under a group before "and N more"
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
