@@ -16,7 +16,9 @@ What the engine gets from here, and through which channel:
 
 And what it gets from the engine: with ORT_MATRIX_KEEP, a file of the node ids
 to run (a scoped teeth); every other collected item is deselected, in each
-process that collects, so xdist's workers agree on one collection.
+process that collects, so xdist's workers agree on one collection. With
+ORT_MATRIX_ISOLATION (restore, report, off), how the process state around each
+test is watched and put back (isolation.py).
 """
 from __future__ import annotations
 
@@ -32,11 +34,12 @@ import pytest
 from . import report as reporting
 from .audit import audit, imported_version
 from .fdtap import Fd1Tap, tiers_in
+from .isolation import ISOLATION_ENV, Isolation, mode_of
 from .loader import LOADER_ENV, recheck
 from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
-from .schema import REPORT_VERSION, Audit, CollectionEntry, ProbeReport, TestEntry
+from .schema import REPORT_VERSION, Audit, CollectionEntry, PollutionEntry, ProbeReport, TestEntry
 from .syspath import Prediction, predict
 
 REPORT_ENV = "ORT_MATRIX_REPORT"
@@ -49,6 +52,7 @@ INJECT_PROP = "ort_matrix.injections"
 UNATTRIBUTED_PROP = "ort_matrix.unattributed"
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
+_POLLUTION_KEY = "ort_matrix_pollution"
 
 
 def _forced_options() -> dict[str, str]:
@@ -70,6 +74,7 @@ class Probe:
         self.collection: list[CollectionEntry] = []
         self.collected: dict[str, int] = {}  # per collecting process: "controller" or an xdist worker id
         self.audits: list[Audit] = []
+        self.pollution: list[PollutionEntry] = []  # gathered from the workers (xdist)
         self.progress: IO[str] | None = None
         self.digest_fd: int | None = None
         if not self.is_worker:
@@ -82,6 +87,11 @@ class Probe:
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
+        try:
+            mode = mode_of(os.environ.get(ISOLATION_ENV))
+        except ValueError as exc:
+            raise pytest.UsageError(f"ort_matrix_probe: {exc}") from None
+        self.isolation = Isolation(mode, self.process_name)
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
         target = self.pending_sdpa if cuda else self.unattributed
@@ -94,6 +104,12 @@ class Probe:
     @property
     def is_worker(self) -> bool:
         return hasattr(self.config, "workerinput")
+
+    @property
+    def process_name(self) -> str:
+        if self.is_worker:
+            return str(self.config.workerinput.get("workerid", "worker"))  # type: ignore[attr-defined]
+        return "controller"
 
     def _mark(self, event: str, nodeid: str) -> None:
         if self.progress is not None:
@@ -135,8 +151,17 @@ class Probe:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, None, None]:
         self.current = item.nodeid
+        self.isolation.start(item)
         yield
+        self.isolation.finish(item, nextitem)  # after its teardown, and that of the scopes nextitem does not need
         self.current = OUTSIDE
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, None, None]:
+        scope, node = str(getattr(fixturedef, "scope", "function")), getattr(request, "node", None)
+        before = self.isolation.fixture_before(scope, node)
+        yield
+        self.isolation.fixture_after(scope, node, before)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, None]:
@@ -160,14 +185,15 @@ class Probe:
         payload = getattr(node, "workeroutput", {}).get(_AUDIT_KEY)
         if payload:
             self.audits.append(json.loads(payload))
+        self.pollution += json.loads(getattr(node, "workeroutput", {}).get(_POLLUTION_KEY) or "[]")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         recheck(self.loader)
         if self.is_worker:
-            worker = str(self.config.workerinput.get("workerid", "worker"))  # type: ignore[attr-defined]
             self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]
-                {**audit(), "loader": self.loader, "process": worker})
+                {**audit(), "loader": self.loader, "process": self.process_name})
+            self.config.workeroutput[_POLLUTION_KEY] = json.dumps(self.isolation.entries)  # type: ignore[attr-defined]
             return
         if not getattr(self.config.option, "numprocesses", None):
             self.audits.append({**audit(), "loader": self.loader, "process": "controller"})  # it ran the tests
@@ -193,7 +219,8 @@ class Probe:
                 "duration_s": round(time.time() - self.started, 3), "collected": self.collected,
                 "tests": self.tests, "collection": self.collection, "audits": self.audits,
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
-                "provenance": {**provenance(), "ort_imported_version": self._imported_version()}}
+                "provenance": {**provenance(), "ort_imported_version": self._imported_version()},
+                "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries]}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""
@@ -201,6 +228,7 @@ class Probe:
         return next((v for v in seen if v), None) or imported_version()
 
     def close(self) -> None:
+        self.isolation.close()
         self.disarm()
         self.unload()
         if self.progress is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from typing import NotRequired
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: isolation and pollution (2026-12)
 
 
 class TestEntry(TypedDict):
@@ -85,6 +85,24 @@ class ProvenanceReport(TypedDict):
     ort_imported_version: NotRequired[str | None]
 
 
+class StateChange(TypedDict):
+    what: str  # env, cwd, ort_logger
+    name: str  # the variable (env), the setting (ort_logger: severity, verbosity, callback), or "cwd"
+    before: str | None  # None: unset (env) or never set (ort_logger); values over 200 characters are cut
+    after: str | None
+
+
+class PollutionEntry(TypedDict):
+    """A change of the watched process state that was not undone (isolation.py)."""
+
+    test: str  # the test's node id, or the node id of the class/module/session whose setup made it
+    scope: str  # function (the test itself), class, module, package, session
+    process: str  # "controller", or the xdist worker id
+    changes: list[StateChange]
+    undone: bool  # isolation "restore": put back before the next test
+    later_tests: int  # later tests of its process: run under the change (report), or kept from it (restore)
+
+
 class ProbeReport(TypedDict):
     report_version: int
     exitstatus: int
@@ -96,3 +114,5 @@ class ProbeReport(TypedDict):
     outside_tests_sdpa: list[str]
     unattributed_sdpa: list[str]  # tiers printed while only sessions without the CUDA EP ran: never counted
     provenance: ProvenanceReport
+    isolation: str  # restore, report or off (ORT_MATRIX_ISOLATION)
+    pollution: list[PollutionEntry]  # in the order found, per process
