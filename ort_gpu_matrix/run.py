@@ -27,6 +27,7 @@ from types import FrameType
 from packaging.version import Version
 
 import ort_matrix_probe
+from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
 from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
@@ -224,7 +225,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
                                          workdir / "progress.tsv")
     digest_r, digest_w = os.pipe()
     channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
-                "ORT_MATRIX_DIGEST_FD": str(digest_w), **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
+                "ORT_MATRIX_DIGEST_FD": str(digest_w), ISOLATION_ENV: cell.suite.isolation, **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
     files = list(r.test_files)
     if keep is not None:
         selection = workdir / "keep.json"
@@ -283,7 +284,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
 # The report's top-level keys and their JSON types: anything else is not a report this engine reads.
 _REPORT_SHAPE: dict[str, type | tuple[type, ...]] = {
     "report_version": int, "exitstatus": int, "duration_s": (int, float), "collected": dict, "tests": dict,
-    "collection": list, "audits": list, "outside_tests_sdpa": list, "unattributed_sdpa": list, "provenance": dict}
+    "collection": list, "audits": list, "outside_tests_sdpa": list, "unattributed_sdpa": list, "provenance": dict,
+    "isolation": str, "pollution": list}
 
 
 def report_problem(report: object) -> str | None:

@@ -27,6 +27,7 @@ from .duplicates import duplicate
 from .model import (
     BACKENDS,
     ID_PATTERN,
+    ISOLATIONS,
     LOADERS,
     ORT_SOURCE_REF,
     PYTHON_PATTERN,
@@ -297,6 +298,10 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
             near = difflib.get_close_matches(suite.teeth_scope, TEETH_SCOPES, n=1, cutoff=0.6)
             r.bad(f"{key}.teeth_scope", f"{suite.teeth_scope!r} is not a teeth scope"
                   + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(TEETH_SCOPES)}")
+        if suite.isolation not in ISOLATIONS:
+            near = difflib.get_close_matches(suite.isolation, ISOLATIONS, n=1, cutoff=0.6)
+            r.bad(f"{key}.isolation", f"{suite.isolation!r} is not an isolation"
+                  + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(ISOLATIONS)}")
         for name in sorted(suite.env):
             why = reserved(name)
             if why:

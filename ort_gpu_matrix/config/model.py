@@ -22,6 +22,7 @@ BACKENDS = ("uv", "virtualenv", "venv")
 ID_PATTERN = r"[A-Za-z0-9_.]+"
 LOADERS = ("preload", "ort_preload_dlls", "torch_first")
 TEETH_SCOPES = ("all", "cudnn")
+ISOLATIONS = ("restore", "report", "off")  # ort_matrix_probe/isolation.py
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
 # A suite root that begins with it lies under the source tree of the pairing's [ort.<id>]: each ORT build
@@ -243,6 +244,10 @@ class Suite:
     teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched a cuDNN tier in '
                            "this venv's require_cudnn run of the same nox process or sweep, plus those "
                            "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
+    isolation: str = key('what the probe does with process state a test changed and did not undo (os.environ, '
+                         "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "
+                         'before the next test, so no tier depends on test order; "report" names it only; "off" '
+                         "does neither", "restore", example='"restore"', pattern=f"^({'|'.join(ISOLATIONS)})$")
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property
