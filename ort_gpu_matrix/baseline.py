@@ -71,6 +71,7 @@ class _ModeJSON:
     library: _LibraryJSON | None = None
     provenance: dict[str, str | float | None] | None = None
     teeth_scope: Literal["all", "cudnn"] = "all"
+    isolation: Literal["restore", "report", "off", "unknown"] = "unknown"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class ModeRecord:
     library: dict[str, Any]  # by-name cudnn and cudart (file and version), the cuDNN copies mapped
     provenance: dict[str, Any]
     teeth_scope: str = "all"  # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
+    # restore, report or off: whether the run's tiers could depend on test order (pollution.py). "unknown":
+    # saved before isolation existed (an optional key, so older baselines still read and older readers skip it)
+    isolation: str = "unknown"
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
@@ -101,17 +105,18 @@ class ModeRecord:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
         return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
-                   cov.scope if cov is not None else "all")
+                   cov.scope if cov is not None else "all", r.isolation)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
                 "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())},
-                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {})}
+                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {}), "isolation": self.isolation}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
         return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
-                   d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")))
+                   d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")),
+                   str(d.get("isolation", "unknown")))
 
 
 def library_summary(r: Result) -> dict[str, Any]:

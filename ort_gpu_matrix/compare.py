@@ -26,6 +26,10 @@ A baseline mode the sweep has no result for is one of:
                   host, a build that failed, an interrupted sweep): the gate fails on it unless
                   --allow-missing says it may
 Cells or modes only the sweep has are listed as added.
+
+A mode whose isolation (restore, report, off: pollution.py) differs from its baseline record's is
+noted (kind `isolation`, never failing): with one side not isolated, its tier changes may be test
+order, not the release.
 """
 from __future__ import annotations
 
@@ -75,8 +79,9 @@ class Comparison:
     flaky: list[Change] = field(default_factory=list)  # every test that needed a rerun now, regression or not
     missing: list[Change] = field(default_factory=list)  # chosen, in the matrix, but not run: `after` says why
     not_selected: list[Change] = field(default_factory=list)
+    notes: list[Change] = field(default_factory=list)  # isolation differs from the baseline's: never failing
 
-    KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected")
+    KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected", "notes")
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
         return {k: [c.to_dict() for c in getattr(self, k)] for k in self.KEYS}
@@ -162,6 +167,8 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Co
             if b is None:
                 cmp.added.append(Change("cell", cell, mode, None, None, a.verdict))
                 continue
+            if b.isolation != a.isolation:
+                cmp.notes.append(Change("isolation", cell, mode, None, b.isolation, a.isolation))
             if b.verdict == "pass" and a.verdict != "pass":
                 cmp.regressions.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
             elif b.verdict != "pass" and a.verdict == "pass":

@@ -28,14 +28,16 @@ from typing import Any, TypeVar
 
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
-from . import gpus, typecheck
+from . import gpus, pollution, typecheck
 from .cells import Cell
 from .fsutil import UMASK, copy_atomic, write_json
 from .ortsource import SourceTree
+from .pollution import UNKNOWN, Pollution
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: isolation and pollution
+READS = (1, 2)  # a version 1 result reads with isolation "unknown" and no pollution
 T = TypeVar("T")
 
 
@@ -119,6 +121,8 @@ class Result:
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
+    pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -132,13 +136,14 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads ({SCHEMA_VERSION})")
+        if version not in READS:
+            raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads "
+                              f"({', '.join(map(str, READS))})")
         wrong = typecheck.problems(cls, data)
         if wrong:
             more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
             raise ResultError("is not a well-formed result: " + "; ".join(wrong[:3]) + more)
-        return _build(cls, data)
+        return dataclasses.replace(_build(cls, data), schema_version=SCHEMA_VERSION)  # read, it is today's shape
 
 
 def _plain(value: Any) -> Any:
@@ -175,6 +180,9 @@ def _field(hint: Any, value: Any) -> Any:
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, value)
+    item = typing.get_args(hint)[0] if typing.get_origin(hint) is list and typing.get_args(hint) else None
+    if isinstance(item, type) and dataclasses.is_dataclass(item):
+        return [_build(item, v) for v in value]
     if hint is Status:
         return Status(value)
     return value
@@ -189,6 +197,7 @@ def new_run_id(started: float) -> str:
 def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dict[str, Any], outcome: RunOutcome,
           verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
     """The one place a Result is made: from the run's outcome and its verdict."""
+    isolation, polluters = pollution.of(outcome.report)
     return Result(
         session=session,
         mode=mode,
@@ -218,6 +227,8 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         run_id=run_id,
         stopped=outcome.stopped,
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
+        isolation=isolation,
+        pollution=polluters,
     )
 
 

@@ -23,6 +23,7 @@ from .elf import kind
 from .junit import JunitCounts
 from .kernels import CUDNN
 from .ortsource import SourceTree, skew
+from .pollution import warnings as pollution_warnings
 
 EXIT_MEANING = {
     2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
@@ -495,6 +496,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     skewed = skew_warning(report, source)
     if skewed:
         warnings.append(skewed)
+    warnings += pollution_warnings(report)
     unattributed = list(report.get("unattributed_sdpa", [])) if report else []
     if unattributed:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "

@@ -147,8 +147,9 @@ class OrtLogger:
             self.original["set_default_logger_callback"](self.callbacks.get(want["callback"] or ""))
         for key in ("severity", "verbosity"):
             setter = self.original.get(f"set_default_logger_{key}")
-            if setter is not None and (want[key] != self.state[key] or want["callback"] != self.state["callback"]):
-                setter(int(want[key]) if want[key] is not None else LOGGER_DEFAULTS[key])
+            value = want[key]
+            if setter is not None and (value != self.state[key] or want["callback"] != self.state["callback"]):
+                setter(int(value) if value is not None else LOGGER_DEFAULTS[key])
         self.state.update(want)
 
 
@@ -284,8 +285,8 @@ class Isolation:
         by_owner: dict[tuple[str, str], dict[str, tuple[str | None, str | None]]] = {}
         for key, pair in changed(target, now).items():
             owner = next((f for f in reversed(torn) if key in f.changes), None)
-            who = (owner.node.nodeid or "<session>", owner.scope) if owner else (item.nodeid, "function")
-            by_owner.setdefault(who, {})[key] = pair
+            owned = (owner.node.nodeid or "<session>", owner.scope) if owner else (item.nodeid, "function")
+            by_owner.setdefault(owned, {})[key] = pair
         undo = self.mode == "restore"
         for (who, scope), pairs in by_owner.items():
             entry: PollutionEntry = {"test": who, "scope": scope, "process": self.process, "undone": undo,

@@ -18,6 +18,7 @@ from ..grouping import group, shorten
 from ..kernels import CUDNN, MATH
 from ..report import Report
 from ..results import Result
+from . import pollution
 from .summary import (
     audit_line,
     cell_skew,
@@ -124,4 +125,5 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
         report=report, modes=modes, grid=grid, sections=sections, columns=columns, rows=rows, prefix=prefix,
         cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text, audit_line=audit_line,
         provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip, cell_skew=cell_skew,
-        shorten=shorten, link=lambda p: link(p, out_dir, roots))
+        shorten=shorten, link=lambda p: link(p, out_dir, roots), pollution=pollution.rows(report),
+        pollution_title=pollution.TITLE, pollution_shown=pollution.SHOWN, pollution_note=pollution.note(report))

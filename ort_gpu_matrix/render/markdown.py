@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..compare import Change
 from ..grouping import Group, group, shorten
 from ..report import Report
+from . import pollution
 from .escape import md as esc
 from .summary import (
     LISTED,
@@ -93,6 +94,12 @@ def render(report: Report) -> str:
     out += [f"- **{esc(cell)}**: could not run: {esc(clip(why))}" for cell, why in report.errors.items()]
     for title, changes in sections[1:]:
         out += _section(title, changes)
+    found = pollution.rows(report)
+    out += ["", f"## {pollution.TITLE} ({len(found)})", ""]
+    out += [f"- **{esc(session)}**: {esc(line)}" for session, _, line in found[:pollution.SHOWN]] or ["None."]
+    if len(found) > pollution.SHOWN:
+        out.append(f"- and {len(found) - pollution.SHOWN} more (every one is in the result files)")
+    out += [f"\n{esc(n)}" for n in [pollution.note(report)] if n]
     out += ["", "## Libs comparison", ""]
     if not report.libs:
         out.append("No two cells differ only in their libs.")

@@ -91,4 +91,5 @@ def change_sections(report: Report) -> list[tuple[str, list[Change]]]:
         return []
     return [("Regressions", cmp.regressions), ("Did not run (in the baseline, chosen, no result)", cmp.missing),
             ("Improvements", cmp.improvements), ("Added", cmp.added), ("Removed from the matrix", cmp.removed),
-            ("Not selected", cmp.not_selected), ("Flaky (needed a rerun)", cmp.flaky)]
+            ("Not selected", cmp.not_selected), ("Flaky (needed a rerun)", cmp.flaky),
+            ("Isolation differs from the baseline (tier changes may be test order; not a regression)", cmp.notes)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..grouping import group
 from ..report import Report
+from . import pollution
 from .escape import term
 from .summary import (
     LISTED,
@@ -56,6 +57,12 @@ def render(report: Report) -> str:
     if report.gate == "regressions" and report.already_failing:
         lines.append(f"\nalready failing in the baseline ({len(report.already_failing)}), listed, not failing:")
         lines += [f"  {r.session}: {clip('; '.join(r.reasons))}" for r in report.already_failing]
+    found = pollution.rows(report)
+    lines.append(f"\n{pollution.TITLE} ({len(found)})" + (":" if found else ""))
+    lines += [f"  {session}: {line}" for session, _, line in found[:pollution.SHOWN]]
+    if len(found) > pollution.SHOWN:
+        lines.append(f"  and {len(found) - pollution.SHOWN} more (every one is in the result files)")
+    lines += [f"  {n}" for n in [pollution.note(report)] if n]
     lines.append("\nlibs comparison (cells that differ only in their libs)")
     if not report.libs:
         lines.append("  no two cells differ only in their libs")
