@@ -43,6 +43,7 @@ from .harness import run_cell
 from .host import Resolved, check
 from .kernels import CUDNN, MATH, TEETH_MESSAGE
 from .modes import MODES, spec
+from .render.escape import term
 from .report import InputError, gather
 from .results import Result, StoreError
 from .sweep import select
@@ -476,6 +477,7 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))
+    _pollution(seen, say)
     raw = read_toml(matrix.path).get("suite", {})
     for sid, suite in suites.items():
         runs = [s for s in seen if s.cell.suite.id == sid]
@@ -502,6 +504,14 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
         if own != path:
             say(f'to use it, set expect_file = "{rel}" in [suite.{sid}] of {matrix.path}')
     return out
+
+
+def _pollution(seen: Sequence[Seen], say: Say) -> None:
+    """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
+    the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
+    for s in seen:
+        for p in s.result.pollution:
+            say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(p.line())}")
 
 
 def _summary(t: ModeTable) -> str:
