@@ -8,7 +8,8 @@ the test that changed it (ENV_CHANGED); this does the same inside the test proce
 What is watched, and why (each is cheap to read and to put back):
 - `os.environ`, whole: ORT reads its switches (ORT_DISABLE_FLASH_ATTENTION, ORT_ENABLE_ATTENTION_KERNEL_
   DEBUG_INFO, ...) with getenv when it builds a kernel, and os.environ writes go through putenv. The
-  mode's own variables (ORT_TEST_REQUIRE_CUDNN_SDPA, the suite's env) are in it like any other.
+  mode's own variables (ORT_TEST_REQUIRE_CUDNN_SDPA, the suite's env) are in it like any other;
+  only PYTEST_CURRENT_TEST, which pytest itself sets and clears around every phase, is left out.
   A test that calls C setenv or os.putenv directly is not seen: os.environ cannot see it either.
 - ORT's process-wide logger settings: severity, verbosity and the logger callback. The wheel has
   setters only (no getter in 1.32), so the setters are wrapped the moment the tests import
@@ -51,6 +52,7 @@ CUT = 200  # characters of one value a report keeps: a PATH-sized variable must 
 LOGGER_DEFAULTS = {"severity": 2, "verbosity": 0}
 _SETTERS = ("set_default_logger_severity", "set_default_logger_verbosity", "set_default_logger_callback")
 _MARK = "_ort_matrix_isolation"
+PYTEST_OWN = frozenset({"PYTEST_CURRENT_TEST"})  # pytest sets and clears it around every phase itself
 
 State = dict[str, str | None]  # "env:NAME" / "cwd" / "ort_logger:severity" -> its value (None: unset)
 
@@ -154,7 +156,7 @@ class OrtLogger:
 
 
 def snapshot(logger: OrtLogger) -> State:
-    state: State = {f"env:{k}": v for k, v in os.environ.items()}
+    state: State = {f"env:{k}": v for k, v in os.environ.items() if k not in PYTEST_OWN}
     try:
         state["cwd"] = os.getcwd()
     except OSError:
