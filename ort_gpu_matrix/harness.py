@@ -40,6 +40,7 @@ from .junit import JunitError, read
 from .modes import MODES, Mode, spec
 from .orphans import new_workdir
 from .ortsource import SourceTree
+from .overlap import Overlap, room_for, run_overlapped
 from .render.escape import term
 from .results import Result
 from .run import RunOutcome, not_started, remove_workdir, run_mode
@@ -206,7 +207,9 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
 
 def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str], posargs: Sequence[str],
              earlier: MutableMapping[str, Result], log: Callable[[str], None] = print,
-             echo: Callable[[str], None] = print) -> list[Result]:
+             echo: Callable[[str], None] = print, overlap: Overlap | None = None) -> list[Result]:
+    """The cell's modes, one after another in this process; with `overlap` (a cell session), at once on its
+    GPU where the host has room (overlap.py), the decision and its reasons logged either way."""
     ws = matrix.workspace
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
@@ -217,6 +220,13 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
     source = ortsource.find(Path(resolved.suite_root))  # the ORT release the tests come from, if any
     if source is not None:
         log(f"tests from the ORT tree {source.path}: {source.label()}")
+    chosen = [m for m in MODES if m in modes]
     with ensure_venv(matrix, cell, resolved, log) as venv:
-        return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source)
-                for mode in MODES if mode in modes]
+        room = room_for(matrix, cell, chosen, posargs, overlap.wanted) if overlap and len(chosen) > 1 else None
+        if room is not None:
+            log(f"{cell.name}: {'overlapping' if room.slots > 1 else 'one after another'}: {room.slots} mode run(s) "
+                f"at once on one GPU ({room.why})")
+        if room is None or room.slots < 2:
+            return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source) for mode in chosen]
+    assert overlap is not None  # the venv's lock is let go: the children take it, each for its own run
+    return run_overlapped(matrix, cell, chosen, posargs, room, overlap.noxfile, earlier, log)

@@ -118,6 +118,7 @@ class Result:
     run_id: str = ""
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
+    gpu_memory: dict[str, Any] | None = None  # peak_mib, how, samples: nvidia-smi sampled through the run (gpumem.py)
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
     schema_version: int = SCHEMA_VERSION
 
@@ -217,6 +218,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         gpu=gpus.this_run(),
         run_id=run_id,
         stopped=outcome.stopped,
+        gpu_memory=outcome.gpu_memory,
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
     )
 
