@@ -96,3 +96,6 @@ class ProbeReport(TypedDict):
     outside_tests_sdpa: list[str]
     unattributed_sdpa: list[str]  # tiers printed while only sessions without the CUDA EP ran: never counted
     provenance: ProvenanceReport
+    # where each process's start went (timings.py), by "controller" or worker id; optional, so no version bump:
+    # engines that predate it ignore it, and reports that predate it read as having none
+    timings: NotRequired[dict[str, dict[str, float | None]]]
