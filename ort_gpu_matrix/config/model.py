@@ -245,7 +245,7 @@ class Suite:
                            "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
     slots_per_gpu: int | None = key("the most of this suite's mode runs that share one GPU at once (1: one after "
                                     "another); unset: decided from the GPU's free memory and the cores (room.py). "
-                                    "A lower --slots-per-gpu still wins", None, minimum=1)
+                                    "A --slots-per-gpu above it is cut to it", None, minimum=1)
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property
