@@ -7,6 +7,9 @@ others went idle. normal and require_cudnn of one cell may run at once on two sl
 for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
 `census_args`), and prefers the slot that ran it.
 
+A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
+all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
+
 The queue is longest first: each run's last known duration from the results dir (no data counts
 as the longest), with a require_cudnn ranked by the teeth that waits on it too. The order is then
 refined by simulating the schedule (`plan`), a few hundred moves at most, and the predicted

@@ -212,3 +212,22 @@ def test_the_room_decision():
     for bad in ("0", "x", "-1"):
         with pytest.raises(Exception, match="--slots-per-gpu"):
             parse_wanted(bad)
+
+
+def test_a_scoped_teeth_of_fewer_tests_than_its_workers_starts_no_idle_worker(tmp_path, venvs):
+    m = write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"require_cudnn": 0, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    both = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", f"{CELL}-require_cudnn",
+                           f"{CELL}-teeth", "--", "-n", "2"],
+                          env={**os.environ, **no_gpu(), "MATRIX_TOML": str(m), "MATRIX_RESULTS": str(tmp_path / "results"),
+                               "MATRIX_VENVS": str(venvs)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+    assert both.returncode == 0, both.stdout[-3000:]
+    assert f"nox > {CELL}-teeth: 1 test(s) to run: -n 0 instead of -n 2\n" in both.stdout
+    teeth, rc = stored(tmp_path, "teeth"), stored(tmp_path, "require_cudnn")
+    def n_of(r):
+        return [r["command"][i + 1] for i, a in enumerate(r["command"]) if a == "-n"]
+
+    assert n_of(teeth) == ["2", "0"] and n_of(rc) == ["2"]  # the last -n wins: teeth ran in one process
+    assert teeth["verdict"] == "pass" and teeth["counts"]["collected"] == 1
+    assert teeth["teeth_coverage"]["checked"]
