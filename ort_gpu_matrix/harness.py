@@ -14,6 +14,9 @@ With `teeth_scope = "cudnn"`, teeth runs only the tests that census says
 dispatched cuDNN, plus those `known_toothless` names. Without a census it does
 not run at all: it fails and says why, rather than silently run everything.
 
+A cell session (`overlap`) may instead run its modes at once on its GPU, as children through the
+sweep's scheduler (overlap.py), where room.py finds room; the decision is logged either way.
+
 Each mode run holds its session's lock from start to stored result, so two runs
 of one session wait for each other instead of interleaving; its private dir is
 removed whatever happens; and an interrupted run still stores a failing result
@@ -40,8 +43,10 @@ from .junit import JunitError, read
 from .modes import MODES, Mode, spec
 from .orphans import new_workdir
 from .ortsource import SourceTree
+from .overlap import Overlap, room_for, run_overlapped
 from .render.escape import term
 from .results import Result
+from .room import cores, workers_of
 from .run import RunOutcome, not_started, remove_workdir, run_mode
 from .venvs import BuildError, Venv, ensure_venv
 from .verdicts import Evidence, judge, refused, scoped
@@ -127,6 +132,20 @@ def evidence(outcome: RunOutcome) -> Evidence:
                     junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running)
 
 
+def few_workers(cell: Cell, posargs: Sequence[str], keep: Sequence[str] | None, log: Callable[[str], None]) -> list[str]:
+    """A scoped run of fewer tests than its -n starts no worker that would run nothing: -n K, or no xdist for one
+    test. Every worker pays the whole start (interpreter, torch, ORT); on CPU a 1-test teeth took 18.3 s at
+    -n 2 against 11.4 s in one process (bench/one_gpu.py). Which tests run, and so every figure, is unchanged."""
+    if keep is None:
+        return []
+    asked = workers_of([*cell.suite.pytest_args, *posargs], cores())
+    if asked <= 1 or len(keep) >= asked:
+        return []
+    given = len(keep) if len(keep) > 1 else 0
+    log(f"{cell.mode_session(Mode.TEETH.value)}: {len(keep)} test(s) to run: -n {given} instead of -n {asked}")
+    return ["-n", str(given)]
+
+
 def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) -> FileLock:
     locks = results_dir / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
@@ -160,7 +179,8 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
                 if keep is not None:
                     log(f"{session}: teeth_scope cudnn: {len(keep)} test(s) of {len(prior.outcomes) if prior else 0} "
                         f"from {prior.session if prior else '?'} run {prior.run_id if prior else '?'}")
-                outcome = run_mode(cell, resolved, venv, mode, workdir, posargs, echo, log, keep=keep)
+                outcome = run_mode(cell, resolved, venv, mode, workdir, [*posargs, *few_workers(cell, posargs, keep, log)],
+                                   echo, log, keep=keep)
                 verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
                                 str(venv.path), prior.dispatch if prior is not None else None, source,
                                 cell=cell.name)
@@ -206,7 +226,9 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
 
 def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str], posargs: Sequence[str],
              earlier: MutableMapping[str, Result], log: Callable[[str], None] = print,
-             echo: Callable[[str], None] = print) -> list[Result]:
+             echo: Callable[[str], None] = print, overlap: Overlap | None = None) -> list[Result]:
+    """The cell's modes, one after another in this process; with `overlap` (a cell session), at once on its
+    GPU where the host has room (overlap.py), the decision and its reasons logged either way."""
     ws = matrix.workspace
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
@@ -217,6 +239,13 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
     source = ortsource.find(Path(resolved.suite_root))  # the ORT release the tests come from, if any
     if source is not None:
         log(f"tests from the ORT tree {source.path}: {source.label()}")
+    chosen = [m for m in MODES if m in modes]
     with ensure_venv(matrix, cell, resolved, log) as venv:
-        return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source)
-                for mode in MODES if mode in modes]
+        room = room_for(matrix, cell, chosen, posargs, overlap.wanted) if overlap and len(chosen) > 1 else None
+        if room is not None:
+            log(f"{cell.name}: {'overlapping' if room.slots > 1 else 'one after another'}: {room.slots} mode run(s) "
+                f"at once on one GPU ({room.why})")
+        if room is None or room.slots < 2:
+            return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source) for mode in chosen]
+    assert overlap is not None  # the venv's lock is let go: the children take it, each for its own run
+    return run_overlapped(matrix, cell, chosen, posargs, room, overlap.noxfile, earlier, log)

@@ -120,6 +120,7 @@ class Result:
     run_id: str = ""
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
+    gpu_memory: dict[str, Any] | None = None  # peak_mib, how, samples: nvidia-smi sampled through the run (gpumem.py)
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
     isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
     pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
@@ -226,6 +227,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         gpu=gpus.this_run(),
         run_id=run_id,
         stopped=outcome.stopped,
+        gpu_memory=outcome.gpu_memory,
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
         isolation=isolation,
         pollution=polluters,

@@ -32,6 +32,7 @@ from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
 from .fsutil import copy_atomic
+from .gpumem import PeakSampler
 from .host import Resolved
 from .orphans import die_with_parent
 from .testenv import mode_env
@@ -75,6 +76,7 @@ class RunOutcome:
     command: list[str] = field(default_factory=list)
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after 5 s"
     interrupt: KeyboardInterrupt | None = None  # re-raised once the result is stored
+    gpu_memory: dict[str, object] | None = None  # its peak GPU memory, where nvidia-smi could tell (gpumem.py)
 
 
 def install_probe(venv: Venv) -> None:
@@ -258,9 +260,11 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         finally:
             os.close(digest_w)
         pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
+        sampler = PeakSampler(proc.pid, env.get("CUDA_VISIBLE_DEVICES"))
         try:  # from here on, any interrupt stops the group that now exists, however early it comes
             pump.start()
-            code = proc.wait(timeout=suite.timeout)
+            with sampler:
+                code = proc.wait(timeout=suite.timeout)
         except subprocess.TimeoutExpired:
             stopped = f"timed out after {suite.timeout} s"
             say(f"{stopped}: stopping pytest's process group (pid {proc.pid})")
@@ -278,7 +282,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     duration = time.time() - started
     report, sha, problem = _read_report(report_path)
     return RunOutcome(code, workdir, log, junit, report_path, report, sha, problem, _read_digest(digest_r),
-                      _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt)
+                      _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt,
+                      sampler.result())
 
 
 # The report's top-level keys and their JSON types: anything else is not a report this engine reads.

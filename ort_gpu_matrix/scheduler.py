@@ -7,6 +7,9 @@ others went idle. normal and require_cudnn of one cell may run at once on two sl
 for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
 `census_args`), and prefers the slot that ran it.
 
+A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
+all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
+
 The queue is longest first: each run's last known duration from the results dir (no data counts
 as the longest), with a require_cudnn ranked by the teeth that waits on it too. The order is then
 refined by simulating the schedule (`plan`), a few hundred moves at most, and the predicted
@@ -85,6 +88,23 @@ def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float 
                 return float(data["duration_s"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
+    return None
+
+
+def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | None:
+    """The peak GPU memory (MiB) of the session's newest stored run that recorded one (gpumem.py)."""
+    try:
+        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
+                         reverse=True)[:looked_at]
+    except OSError:
+        return None
+    for bundle in bundles:
+        try:
+            peak = json.loads((bundle / "result.json").read_text()).get("gpu_memory", {}).get("peak_mib")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(peak, int) and not isinstance(peak, bool):
+            return peak
     return None
 
 
@@ -191,6 +211,8 @@ def describe(order: Sequence[Job], makespan: float | None, slots: int) -> str:
 
 
 def _label(job: Job, slots: Sequence[str]) -> str:
+    if not job.gpu:  # the GPU this process was given, inherited as it is (a cell session)
+        return f"[slot {job.slot}]"
     return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
 
 
@@ -204,9 +226,11 @@ def _child_setup(parent: int) -> Callable[[], None]:
 
 def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
         say: Callable[[str], None] = print, poll_s: float = 0.2,
-        args_for: Callable[[Job], Sequence[str]] = lambda job: ()) -> str | None:
-    """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU), filling in their timings and
-    exit codes. `args_for(job)` gives a job's own child arguments as it starts (teeth's census).
+        args_for: Callable[[Job], Sequence[str]] = lambda job: (),
+        pytest_for: Callable[[Job], Sequence[str]] = lambda job: ()) -> str | None:
+    """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
+    as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
+    starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
@@ -231,14 +255,16 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
                 waiting.remove(job)
                 free.remove(slot)
                 slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
-                env = {**os.environ, "CUDA_VISIBLE_DEVICES": job.gpu, "NCCL_NVLS_ENABLE": "0"}
+                env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": job.gpu} if job.gpu else {}), "NCCL_NVLS_ENABLE": "0"}
+                tail = list(pytest_for(job))
+                tail = [*([] if "--" in child_args else ["--"]), *tail] if tail else []
                 job.log.parent.mkdir(parents=True, exist_ok=True)
                 signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
                 try:
                     with job.log.open("wb") as sink:
                         job.proc = subprocess.Popen(
                             [sys.executable, "-m", "nox", "-f", str(noxfile), "-s", "sweep", "--", "--child",
-                             "--select", job.session, *own, *child_args],
+                             "--select", job.session, *own, *child_args, *tail],
                             env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                             start_new_session=True,  # a terminal's Ctrl-C reaches only us; we pass it on once
                             preexec_fn=_child_setup(os.getpid()))

@@ -30,9 +30,11 @@ from .errors import MatrixError, anywhere
 from .fsutil import unwritable, write_atomic
 from .harness import run_cell
 from .host import Resolved, check
+from .overlap import own_workers
 from .render import html, markdown
 from .report import GATES, Report, build
 from .results import Result, StoreError, current_path
+from .room import Room
 from .venvs import BuildError
 
 SWEEP_VERSION = 2
@@ -193,12 +195,14 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
 def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
         opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
         slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
-        child: bool = False, earlier: dict[str, Result] | None = None) -> SweepOutcome:
+        child: bool = False, earlier: dict[str, Result] | None = None,
+        room: Room | None = None) -> SweepOutcome:
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
 
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
     report, sweep.json or baseline: the parent does, once every child is done.
     `earlier`: results of this sweep stored by other children that a mode reads (teeth's census).
+    `room`: what room.py decided for the slots (logged; each run's -n cut to its share where it says so).
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     plan = prepare(matrix, chosen, Options() if child else opts, explicit, log)
@@ -220,7 +224,10 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     interrupted = None
     if in_slots:
         assert noxfile is not None
-        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log)
+        if room is not None:
+            log(f"sweep: {room.slots} mode run(s) at once per GPU ({room.why})")
+        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
+                                       lambda job: room.pytest_args(own_workers(job, posargs)) if room else [])
         results += found
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
     report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
@@ -284,14 +291,15 @@ def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
 
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
               child_args: Sequence[str], errors: dict[str, str],
-              log: Callable[[str], None]) -> tuple[list[Result], str | None]:
+              log: Callable[[str], None],
+              pytest_for: Callable[[scheduler.Job], Sequence[str]] = lambda job: ()) -> tuple[list[Result], str | None]:
     """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of(runnable, results_dir)
     order, makespan = scheduler.plan(jobs, len(slots))
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
     stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                            args_for=lambda job: scheduler.census_args(job, results_dir, log))
+                            args_for=lambda job: scheduler.census_args(job, results_dir, log), pytest_for=pytest_for)
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:

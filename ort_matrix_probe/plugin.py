@@ -41,6 +41,7 @@ from .ortpatch import Patch, arm
 from .provenance import provenance
 from .schema import REPORT_VERSION, Audit, CollectionEntry, PollutionEntry, ProbeReport, TestEntry
 from .syspath import Prediction, predict
+from .timings import Marks
 
 REPORT_ENV = "ORT_MATRIX_REPORT"
 DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
@@ -53,6 +54,7 @@ UNATTRIBUTED_PROP = "ort_matrix.unattributed"
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
+_TIMINGS_KEY = "ort_matrix_timings"
 
 
 def _forced_options() -> dict[str, str]:
@@ -76,6 +78,9 @@ class Probe:
         self.audits: list[Audit] = []
         self.pollution: list[PollutionEntry] = []  # gathered from the workers (xdist)
         self.progress: IO[str] | None = None
+        self.marks = Marks()  # where this process's start went (timings.py)
+        self.marks.mark("configured")
+        self.timings: dict[str, dict[str, float | None]] = {}  # the workers' marks, by worker id
         self.digest_fd: int | None = None
         if not self.is_worker:
             path = os.environ.get(PROGRESS_ENV)
@@ -131,8 +136,13 @@ class Probe:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if item.nodeid in keep]
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        self.marks.mark("collection_start")
+
     # collection: counted where it happens, so an early exit cannot hide how much was there
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.marks.mark("collected")
         if not self.is_worker:
             self.collected["controller"] = len(session.items)
             self._mark("collected", str(len(session.items)))
@@ -143,9 +153,12 @@ class Probe:
         self._mark("collected", str(len(ids)))
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.marks.mark("first_test_start")
         self._mark("start", nodeid)
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self.marks.mark("first_test_end")
+        self.marks.mark("last_test_end", again=True)
         self._mark("end", nodeid)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -186,11 +199,16 @@ class Probe:
         if payload:
             self.audits.append(json.loads(payload))
         self.pollution += json.loads(getattr(node, "workeroutput", {}).get(_POLLUTION_KEY) or "[]")
+        marks = getattr(node, "workeroutput", {}).get(_TIMINGS_KEY)
+        if marks:
+            self.timings[str(getattr(node, "gateway", node).id)] = json.loads(marks)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         recheck(self.loader)
+        self.marks.mark("finished")
         if self.is_worker:
+            self.config.workeroutput[_TIMINGS_KEY] = json.dumps(self.marks.to_dict())  # type: ignore[attr-defined]
             self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]
                 {**audit(), "loader": self.loader, "process": self.process_name})
             self.config.workeroutput[_POLLUTION_KEY] = json.dumps(self.isolation.entries)  # type: ignore[attr-defined]
@@ -220,7 +238,8 @@ class Probe:
                 "tests": self.tests, "collection": self.collection, "audits": self.audits,
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
                 "provenance": {**provenance(), "ort_imported_version": self._imported_version()},
-                "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries]}
+                "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries],
+                "timings": {"controller": self.marks.to_dict(), **self.timings}}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""

@@ -116,3 +116,6 @@ class ProbeReport(TypedDict):
     provenance: ProvenanceReport
     isolation: str  # restore, report or off (ORT_MATRIX_ISOLATION)
     pollution: list[PollutionEntry]  # in the order found, per process
+    # where each process's start went (timings.py), by "controller" or worker id; optional, so no version bump:
+    # engines that predate it ignore it, and reports that predate it read as having none
+    timings: NotRequired[dict[str, dict[str, float | None]]]

@@ -41,7 +41,7 @@ def register(nox: Any, default_matrix: str | Path = "matrix.toml", *, noxfile: s
         matrix_file = noxfile.parent / matrix_file
     # doctor first: plain `nox` runs the default sessions in the order they were registered
     doctor.register(nox, matrix_file)
-    runnable = cells.register(nox, matrix_file)
+    runnable = cells.register(nox, matrix_file, noxfile)
     doctor.register_fallback(nox, matrix_file, runnable)
     sweep.register(nox, matrix_file, noxfile)
     matrix.register(nox, matrix_file)

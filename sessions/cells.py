@@ -21,21 +21,48 @@ if TYPE_CHECKING:
     from ort_gpu_matrix.results import Result
 
 
+def slots_option(posargs: list[str]) -> tuple[str | None, list[str]]:
+    """`--slots-per-gpu N|auto` (or `=N`) taken out of a cell session's arguments; the rest go to pytest."""
+    wanted, rest, i = None, [], 0
+    while i < len(posargs):
+        arg = posargs[i]
+        if arg == "--slots-per-gpu":
+            wanted, i = (posargs[i + 1] if i + 1 < len(posargs) else ""), i + 2
+            continue
+        if arg.startswith("--slots-per-gpu="):
+            wanted = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return wanted, rest
+
+
 def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: tuple[str, ...],
-          earlier: dict[str, Result], print_table: bool) -> Callable[[Any], None]:
+          earlier: dict[str, Result], print_table: bool, noxfile: Path | None) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
         # imported here, not at registration: `nox -l` needs none of it
         from ort_gpu_matrix.harness import run_cell
+        from ort_gpu_matrix.overlap import Overlap, RunsMissing
         from ort_gpu_matrix.render import color, table
         from ort_gpu_matrix.results import StoreError
+        from ort_gpu_matrix.room import RoomError, parse_wanted
         from ort_gpu_matrix.venvs import BuildError
 
         if isinstance(resolved, MatrixError):
             session.error(str(resolved))  # raises
             return
+        wanted, posargs = slots_option(list(session.posargs))
+        missing: str | None = None
         try:
-            written = run_cell(matrix, cell, resolved, modes, session.posargs, earlier, log=session.log, echo=print)
-        except (MatrixError, BuildError, StoreError) as exc:
+            overlap = Overlap(noxfile, parse_wanted(wanted)) if print_table and noxfile is not None else None
+            if wanted is not None and overlap is None:
+                raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
+                                "a mode session runs one mode")
+            written = run_cell(matrix, cell, resolved, modes, posargs, earlier, log=session.log, echo=print,
+                               overlap=overlap)
+        except RunsMissing as exc:  # the runs that stored a result are still shown
+            written, missing = exc.written, str(exc)
+        except (MatrixError, BuildError, StoreError, RoomError) as exc:
             session.error(str(exc))  # raises
             return
         if print_table:
@@ -43,6 +70,8 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
         else:
             for r in written:
                 print(f"verdict {color.verdict(r.verdict.value.upper(), color.enabled())}: {r.session}")
+        if missing is not None:
+            session.error(f"verdict FAIL: {missing}")
         failed = [r.session for r in written if not r.passed]
         if failed:
             session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.workspace.results_dir})")
@@ -58,8 +87,10 @@ def _describe(cell: Cell, what: str, why_not: str | None) -> str:
             f"libs {cell.libs.id}, suite {cell.suite.id}{where}")
 
 
-def register(nox: Any, default_matrix: Path) -> int:
-    """One session per cell and per cell and mode; returns how many cells can run on this host."""
+def register(nox: Any, default_matrix: Path, noxfile: Path | None = None) -> int:
+    """One session per cell and per cell and mode; returns how many cells can run on this host.
+
+    `noxfile` starts a cell session's overlapped mode runs (overlap.py); without it they run one after another."""
     overrides = Overrides.from_environ()
     try:
         matrix = load_matrix(overrides.matrix_toml or default_matrix, overrides)
@@ -76,10 +107,10 @@ def register(nox: Any, default_matrix: Path) -> int:
         why_not = None if not isinstance(resolved, MatrixError) else "; ".join(p.problem for p in resolved.problems)
         tags = list(dict.fromkeys([cell.python, cell.ort.id, cell.torch.id, cell.libs.id]))
         for mode in cell.modes:
-            fn = _body(matrix, cell, resolved, (mode,), earlier, print_table=False)
+            fn = _body(matrix, cell, resolved, (mode,), earlier, print_table=False, noxfile=noxfile)
             fn.__doc__ = _describe(cell, f"{mode} mode", why_not)
             nox.session(fn, name=cell.mode_session(mode), venv_backend="none", tags=[mode, *tags], default=False)
-        fn = _body(matrix, cell, resolved, cell.modes, earlier, print_table=True)
+        fn = _body(matrix, cell, resolved, cell.modes, earlier, print_table=True, noxfile=noxfile)
         fn.__doc__ = _describe(cell, f"all modes ({', '.join(cell.modes)})", why_not)
         nox.session(fn, name=cell.name, venv_backend="none", tags=["cells"], default=here)
     return runnable

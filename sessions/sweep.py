@@ -43,7 +43,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        help="with --baseline X --save-baseline X: save even though this sweep regressed against X")
         p.add_argument("--rerun-failures", type=_count, default=0, metavar="N")
         p.add_argument("--gpus", metavar="0,1|all", help="mode runs in parallel, one per GPU at a time, as child processes")
-        p.add_argument("--slots-per-gpu", type=_count, default=1, metavar="N", help="with --gpus: N mode runs per GPU at once")
+        p.add_argument("--slots-per-gpu", default="auto", metavar="N|auto",
+                       help="with --gpus: N mode runs per GPU at once (default auto: decided from the GPU's free "
+                            "memory, each run's last peak and the cores; 1 keeps one run per GPU)")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
         p.add_argument("--census", action="append", default=[], help=argparse.SUPPRESS)  # SESSION=RUN_ID, for teeth
     else:
@@ -78,7 +80,9 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
         from ort_gpu_matrix.baseline import BaselineError
         from ort_gpu_matrix.gpus import GpuError, slots
         from ort_gpu_matrix.harness import censuses
+        from ort_gpu_matrix.overlap import sweep_room
         from ort_gpu_matrix.render import terminal
+        from ort_gpu_matrix.room import RoomError, parse_wanted
         from ort_gpu_matrix.sweep import Options, SelectionError, SweepError, run, select, with_reruns
 
         args, pytest_args = _args(session, "sweep")
@@ -88,15 +92,24 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
             chosen = select(cells_of(matrix), args.select)
-            gpu_slots = [] if args.child else slots(args.gpus, args.slots_per_gpu, warn=session.warn)
+            wanted = parse_wanted(args.slots_per_gpu)
+            gpu_slots = [] if args.child else slots(args.gpus, wanted or 1, warn=session.warn)
+            room = None
+            if gpu_slots and wanted is None:  # one slot per GPU so far: now the room on each
+                room = sweep_room(matrix, chosen, gpu_slots, None, [*rerun_args, *pytest_args])
+                gpu_slots = gpu_slots * room.slots
+            elif gpu_slots:
+                room = sweep_room(matrix, chosen, sorted(set(gpu_slots), key=gpu_slots.index), wanted,
+                                  [*rerun_args, *pytest_args])
+                gpu_slots = sorted(set(gpu_slots), key=gpu_slots.index) * room.slots
             child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
                           *(["--", *pytest_args] if pytest_args else [])]
             earlier = censuses(matrix.workspace.results_dir, args.census, session.warn)
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
                           log=session.log, echo=print, slots=gpu_slots,
                           child_args=child_args, noxfile=noxfile, child=args.child,
-                          earlier=earlier)
-        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError) as exc:
+                          earlier=earlier, room=room)
+        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError) as exc:
             session.error(str(exc))
             return
         if args.child:

@@ -248,6 +248,9 @@ class Suite:
                          "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "
                          'before the next test, so no tier depends on test order; "report" names it only; "off" '
                          "does neither", "restore", example='"restore"', pattern=f"^({'|'.join(ISOLATIONS)})$")
+    slots_per_gpu: int | None = key("the most of this suite's mode runs that share one GPU at once (1: one after "
+                                    "another); unset: decided from the GPU's free memory and the cores (room.py). "
+                                    "A --slots-per-gpu above it is cut to it", None, minimum=1)
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
 
     @property

@@ -1,0 +1,155 @@
+"""How many mode runs share one GPU at once, and with how many pytest workers each: decided from the host.
+
+One GPU mostly idles through a mode run: most of a run is its processes starting (interpreter, torch,
+ORT, collection) and Python between kernels. So a cell's independent runs (normal and require_cudnn)
+may share it, and teeth, which needs require_cudnn's census, follows. What limits the sharing:
+
+- the GPU's free memory (nvidia-smi) against each run's last recorded peak (`gpumem.py`); a run with no
+  recorded peak is counted as a quarter of the GPU. Where nvidia-smi cannot say (a CPU host), nothing
+  is shared unless asked for (`--slots-per-gpu N`): there is then no GPU to keep busy, only cores;
+- the cores: the runs' pytest workers together never exceed them. Two runs of `-n 8` on 16 cores is
+  the ceiling. Where two runs would not fit, each gets `-n` cut to its share, as long as that keeps at
+  least half its workers (a run of half the workers takes at most twice as long, and overlapping two
+  runs saves at most that); else the runs go one after another with their own `-n`;
+- a cap: the suite's `slots_per_gpu`, the command line's `--slots-per-gpu N` (1 keeps the serial order).
+
+The decision and its reasons go to the log, one line, so a slow or serial cell says why.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+AUTO_MOST = 2  # runs per GPU chosen unasked: a cell has two independent modes; more is asked for, not guessed
+MARGIN_MIB = 2048  # kept free beyond the runs' peaks: the CUDA context and allocator slack of a new process
+UNKNOWN_SHARE = 4  # a run with no recorded peak counts as 1/UNKNOWN_SHARE of the GPU's memory
+
+
+class RoomError(Exception):
+    """A --slots-per-gpu value that cannot be used; the message says which and what to give."""
+
+
+def parse_wanted(text: str | None) -> int | None:
+    """`--slots-per-gpu`: None or "auto" lets the host decide; N >= 1 asks for N."""
+    if text is None or text == "auto":
+        return None
+    if text.isdigit() and int(text) < 1:
+        raise RoomError(f"--slots-per-gpu {text}: give 1 or more mode runs per GPU")
+    if not text.isdigit():
+        raise RoomError(f"--slots-per-gpu {text!r}: give auto, or 1 or more mode runs per GPU (1 keeps the serial order)")
+    return int(text)
+
+
+def workers_of(args: Sequence[str], cores: int) -> int:
+    """The processes that run tests under these pytest arguments: xdist's -n (the last one wins), else 1."""
+    found: str | None = None
+    for i, arg in enumerate(args):
+        if arg in ("-n", "--numprocesses") and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith("--numprocesses="):
+            found = arg.split("=", 1)[1]
+        elif arg.startswith("-n") and len(arg) > 2 and not arg.startswith("--"):
+            found = arg[2:].lstrip("=")
+    if found is None:
+        return 1
+    if found in ("auto", "logical"):
+        return cores
+    return max(1, int(found)) if found.isdigit() else 1
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def gpu_memory(index: str | None) -> tuple[int, int] | str:
+    """(free MiB, total MiB) of GPU `index` (None: CUDA's default, the first one), or why it cannot be told."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return "nvidia-smi is not on PATH"
+    try:
+        proc = subprocess.run([exe, "--query-gpu=index,memory.free,memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"nvidia-smi failed ({exc})"
+    rows = [[c.strip() for c in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
+    rows = [r for r in rows if len(r) == 3 and all(c.isdigit() for c in r)]
+    if proc.returncode != 0 or not rows:
+        return f"nvidia-smi reports no GPU memory (exit {proc.returncode})"
+    wanted = (index or rows[0][0]).split(",")[0].strip()
+    row = next((r for r in rows if r[0] == wanted), None)
+    if row is None:
+        return f"nvidia-smi lists no GPU {wanted}"
+    return int(row[1]), int(row[2])
+
+
+@dataclass(frozen=True)
+class Room:
+    slots: int  # mode runs at once on the GPU
+    workers: int | None  # the -n each run is given; None: its own, unchanged
+    why: str  # one line for the log
+
+    def pytest_args(self, own_workers: int) -> list[str]:
+        """What a run whose suite asks for `own_workers` gets appended: -n cut to its share, or nothing."""
+        return ["-n", str(self.workers)] if self.workers is not None and own_workers > self.workers else []
+
+
+def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, workers: int,
+           memory: tuple[int, int] | str, peaks: Sequence[int | None], gpus: int = 1) -> Room:
+    """The room on each of `gpus` GPUs (they share the cores) for runs of `workers` pytest processes each.
+
+    `runs_at_once`: the most that could run together (2 for a cell of three modes); `peaks`: the last
+    recorded peak GPU memory (MiB) of each run that may share a GPU, None where none was recorded.
+    """
+    why: list[str] = []
+    most = max(1, runs_at_once)
+    if wanted is not None:
+        slots = min(wanted, most) if wanted > 1 else 1
+        why.append(f"--slots-per-gpu {wanted}" + (f" (only {most} can run at once)" if wanted > most else ""))
+    elif isinstance(memory, str):
+        slots = 1
+        why.append(f"no GPU memory to read ({memory}): one run at a time; --slots-per-gpu 2 overlaps them anyway")
+    else:
+        free, total = memory
+        need = sorted((p if p is not None else total // UNKNOWN_SHARE for p in peaks), reverse=True) or [0]
+        slots, used = 0, MARGIN_MIB
+        for n in need[:min(most, AUTO_MOST)]:
+            if used + n > free and slots >= 1:
+                break
+            used, slots = used + n, slots + 1
+        slots = max(1, slots)
+        unknown = sum(p is None for p in peaks)
+        known = [p for p in peaks if p is not None]
+        seen = (f"last peaks {', '.join(f'{p} MiB' for p in sorted(known, reverse=True)[:4])}" if known else "no peak recorded")
+        if unknown and known:
+            seen += f", {unknown} run(s) without one counted as {total // UNKNOWN_SHARE} MiB"
+        elif unknown:
+            seen += f" (each run counted as {total // UNKNOWN_SHARE} MiB, a quarter of the GPU)"
+        why.append(f"GPU {free} of {total} MiB free, {seen}: {slots} fit" + (f" (at most {AUTO_MOST} unasked)"
+                                                                             if most > AUTO_MOST else ""))
+    if cap is not None and slots > cap:
+        slots = cap
+        why.append(f"the suite caps it at slots_per_gpu = {cap}")
+    scaled: int | None = None
+    if slots * gpus * workers > cores_:
+        share = cores_ // (slots * gpus)
+        if slots > 1 and share >= max(1, -(-workers // 2)):
+            scaled = share
+            why.append(f"{slots * gpus} runs of -n {workers} would need {slots * gpus * workers} of {cores_} cores: "
+                       f"-n {share} each")
+        elif slots > 1:
+            fit = max(1, cores_ // (gpus * workers))
+            why.append(f"{slots * gpus} runs of -n {workers} would need {slots * gpus * workers} of {cores_} cores, "
+                       f"and -n {max(share, 0)} each would halve them or worse: {fit} per GPU")
+            slots = fit
+        else:  # one run per GPU, as before this module: the GPUs asked for are not second-guessed
+            why.append(f"{gpus} run(s) of -n {workers} on {cores_} cores: one per GPU, each with its own -n")
+    else:
+        why.append(f"{slots * gpus * workers} of {cores_} cores for {slots * gpus} run(s) of -n {workers}")
+    return Room(slots, scaled, "; ".join(why))

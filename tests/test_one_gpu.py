@@ -1,0 +1,233 @@
+"""One GPU, whole cells: a cell session overlaps its mode runs where the host has room (room.py, overlap.py).
+
+Sleep-bound fixture cells (suites/slots/test_modes.py) record when each mode's test ran; a fake nvidia-smi
+stands for the GPU (its free memory, and every process at 100 MiB). Checked on those records and on the
+stored results, never on wall time.
+"""
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PY, REPO
+from test_scheduler import records, sweep, write_modes_matrix
+
+CELL = f"gpu-{PY}-x"
+FAKE_SMI = """#!{python}
+import os, sys
+a = sys.argv[1:]
+if a == ["-L"]:
+    print("GPU 0: NVIDIA Fake (UUID: GPU-aaaa)")
+elif a and a[0] == "--query-gpu=index,memory.free,memory.total":
+    print("0, " + os.environ.get("FAKE_GPU_FREE", "100000") + ", 140000")
+elif a and a[0] == "--query-gpu=index,memory.used":
+    print("0, 500")
+elif a and a[0] == "--query-compute-apps=pid,used_memory":
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            print(pid + ", 100")
+"""
+
+
+def fake_gpu(tmp_path, free="100000"):
+    """PATH with a fake nvidia-smi first: one GPU with `free` MiB free."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(python=sys.executable))
+    smi.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_GPU_FREE": free}
+
+
+def no_gpu():
+    return {"PATH": ":".join(d for d in os.environ["PATH"].split(":") if not (Path(d) / "nvidia-smi").exists())}
+
+
+def cell_session(tmp_path, venvs, *args, session=CELL, env=None, timeout=600):
+    full = {**os.environ, "MATRIX_TOML": str(tmp_path / "m.toml"), "MATRIX_RESULTS": str(tmp_path / "results"),
+            "MATRIX_VENVS": str(venvs), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", session,
+                           *(["--", *args] if args else [])],
+                          env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def stored(tmp_path, mode, cell="x"):
+    return json.loads((tmp_path / "results" / f"gpu-{PY}-{cell}-{mode}.json").read_text())
+
+
+def overlaps(a, b):
+    return a["start"] < b["end"] and b["start"] < a["end"]
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_cell_session_overlaps_its_modes_and_teeth_waits_for_the_stored_census(tmp_path, venvs):
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 3, "require_cudnn": 6, "teeth": 0.5}})
+    proc = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:]
+    assert (f"nox > {CELL}: overlapping: 2 mode run(s) at once on one GPU (GPU 100000 of 140000 MiB free, no peak "
+            "recorded (each run counted as 35000 MiB, a quarter of the GPU): 2 fit; 2 of ") in out, out[-3000:]
+    rec = records(log)
+    n, rc, teeth = rec["x", "normal"], rec["x", "require_cudnn"], rec["x", "teeth"]
+    assert overlaps(n, rc)  # normal and require_cudnn at once
+    assert teeth["start"] > rc["end"]  # teeth waited for its census, though normal's slot was free from its end on
+    assert n["end"] < rc["end"]
+    results = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    census = tmp_path / "results" / results["require_cudnn"]["bundle"] / "result.json"
+    assert census.stat().st_mtime < teeth["start"]  # the census was stored before teeth's test process began
+    cov = results["teeth"]["teeth_coverage"]
+    assert cov["checked"] and cov["cudnn_tests"] == 1 and cov["bitten"] == 1, results["teeth"]["warnings"]
+    assert all(r["verdict"] == "pass" for r in results.values())
+    workdirs = {r["workdir"] for r in results.values()}
+    assert len(workdirs) == 3 and not any(Path(w).exists() for w in workdirs)  # a private dir each, removed
+    assert len({r["bundle"] for r in results.values()}) == 3
+    for m in ("normal", "require_cudnn"):  # sampled through the run: its one pytest process at 100 MiB
+        assert results[m]["gpu_memory"]["peak_mib"] == 100 and results[m]["gpu_memory"]["how"] == "process group"
+    logs = tmp_path / "results" / "sweep-logs"
+    assert {p.name for p in logs.iterdir()} == {f"{CELL}-{m}.log" for m in results}  # each run's own log
+    assert f"[slot 0] {CELL}-" in out and f"[slot 1] {CELL}-" in out
+
+    again = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))  # now each run has a peak on record
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "MiB free, last peaks 100 MiB, 100 MiB" in again.stdout, again.stdout[-3000:]
+
+
+@pytest.mark.parametrize("how", ["command line", "suite", "no GPU", "memory"])
+def test_the_cap_or_a_full_gpu_keeps_the_serial_order(tmp_path, venvs, how):
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 1.5, "require_cudnn": 1.5, "teeth": 0}})
+    args, env = (), fake_gpu(tmp_path)
+    if how == "command line":
+        args = ("--slots-per-gpu", "1")
+    elif how == "suite":
+        edit(tmp_path / "m.toml", "[suite.sx]\n", "[suite.sx]\nslots_per_gpu = 1\n")
+    elif how == "no GPU":
+        env = no_gpu()
+    else:
+        env = fake_gpu(tmp_path, free="60000")  # two unknown runs at 35000 MiB each do not fit
+    proc = cell_session(tmp_path, venvs, *args, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    why = {"command line": "(--slots-per-gpu 1; ",
+           "suite": "the suite caps it at slots_per_gpu = 1",
+           "no GPU": "(no GPU memory to read (nvidia-smi is not on PATH): one run at a time; --slots-per-gpu 2 "
+                     "overlaps them anyway; ",
+           "memory": "(GPU 60000 of 140000 MiB free, no peak recorded (each run counted as 35000 MiB, a quarter of "
+                     "the GPU): 1 fit; "}[how]
+    line = next((ln for ln in proc.stdout.splitlines() if f"{CELL}: one after another: 1 mode run(s)" in ln), "")
+    assert why in line, proc.stdout[-3000:]
+    ends = records(log)
+    assert len(ends) == 3
+    assert not any(overlaps(a, b) for a, b in itertools.combinations(ends.values(), 2))
+    assert "sweep-logs" not in proc.stdout  # in this process, as before
+
+
+def test_a_failing_and_a_hanging_mode_run_stop_only_themselves(tmp_path, venvs):
+    """normal hangs until its suite's timeout; require_cudnn fails; teeth still runs on require_cudnn's census,
+    without waiting for the hung run, and the session fails naming both."""
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 120, "require_cudnn": 0.5, "teeth": 0}})
+    edit(m, "[suite.sx]\n", "[suite.sx]\ntimeout = 12\n")
+    edit(m, 'SLOT_CELL = "x", ', 'SLOT_CELL = "x", SLOT_FAIL_REQUIRE_CUDNN = "1", ')
+    proc = cell_session(tmp_path, venvs, "--slots-per-gpu", "2", env=no_gpu())
+    out = proc.stdout
+    assert proc.returncode != 0, out[-3000:]
+    results = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    assert results["normal"]["verdict"] == "fail" and results["normal"]["stopped"] == "timed out after 12 s"
+    assert results["require_cudnn"]["verdict"] == "fail"
+    assert any("this mode fails on purpose" in r for r in results["require_cudnn"]["reasons"]), results["require_cudnn"]
+    assert results["teeth"]["verdict"] == "pass" and results["teeth"]["teeth_coverage"]["checked"]
+    rec = records(log)
+    assert ("x", "normal") not in rec  # it never ended: it was stopped
+    starts = {r["mode"]: r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "start"}
+    assert rec["x", "teeth"]["start"] < starts["normal"]["start"] + 12  # teeth did not wait for the hung run
+    assert "--slots-per-gpu 2 overlaps them anyway" not in out and "(--slots-per-gpu 2; " in out
+    assert f"nox > Session {CELL} aborted: verdict FAIL: {CELL}-normal, {CELL}-require_cudnn" in out, out[-2000:]
+
+
+def test_a_sweep_on_one_gpu_overlaps_two_cells_when_there_is_room(tmp_path, venvs):
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"a": {"normal": 3}, "b": {"normal": 3}})
+    proc = sweep(tmp_path, venvs, "--gpus", "0", env=fake_gpu(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "nox > sweep: 2 mode run(s) at once per GPU (GPU 100000 of 140000 MiB free" in proc.stdout
+    rec = records(log)
+    assert overlaps(rec["a", "normal"], rec["b", "normal"])
+    assert {r["cuda_visible_devices"] for r in rec.values()} == {"0"}
+    capped = sweep(tmp_path, venvs, "--gpus", "0", "--slots-per-gpu", "1", env=fake_gpu(tmp_path))
+    assert capped.returncode == 0, capped.stdout[-3000:]
+    assert "nox > sweep: 1 mode run(s) at once per GPU (--slots-per-gpu 1; " in capped.stdout
+    log.unlink()
+
+
+def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
+    write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"normal": 0}})
+    proc = cell_session(tmp_path, venvs, "-n", "2", session=f"{CELL}-normal", env=no_gpu())
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    result = stored(tmp_path, "normal")
+    report = json.loads((tmp_path / "results" / result["bundle"] / "report.json").read_text())
+    timings = report["timings"]
+    assert set(timings) == {"controller", "gw0", "gw1"}, timings
+    order = ["process_start", "probe_imported", "configured", "collection_start", "collected", "first_test_start",
+             "first_test_end", "last_test_end", "finished"]
+    for process, marks in timings.items():
+        present = [marks[k] for k in order if k in marks]
+        assert present == sorted(present), (process, marks)
+        if process != "controller":  # a worker ran tests; its start followed the controller's configure
+            assert all(k in marks for k in order), marks
+            assert marks["process_start"] >= timings["controller"]["configured"] - 0.01
+
+
+def test_the_room_decision():
+    from ort_gpu_matrix.room import Room, decide, parse_wanted, workers_of
+
+    free = (100000, 140000)
+    assert decide(None, None, 2, 16, 8, free, [None, None]).slots == 2  # two -n 8 on 16 cores: the ceiling
+    two = decide(None, None, 2, 16, 8, free, [None, None])
+    assert two.workers is None and "16 of 16 cores for 2 run(s) of -n 8" in two.why
+    cut = decide(None, None, 2, 12, 8, free, [None, None])
+    assert (cut.slots, cut.workers) == (2, 6) and "-n 6 each" in cut.why  # never oversubscribed: cut to the share
+    assert cut.pytest_args(8) == ["-n", "6"] and cut.pytest_args(1) == []
+    serial = decide(None, None, 2, 6, 8, free, [None, None])
+    assert (serial.slots, serial.workers) == (1, None)  # -n 3 each would halve them or worse: serial, own -n
+    assert decide(None, None, 2, 16, 8, free, [60000, 50000]).slots == 1  # the last peaks do not fit together
+    assert decide(None, None, 2, 16, 8, free, [40000, 50000]).slots == 2
+    assert decide(None, None, 3, 64, 1, free, [1, 1, 1]).slots == 2  # never more than two unasked
+    assert decide(3, None, 3, 64, 1, "no GPU", []).slots == 3  # asked for
+    assert decide(2, 1, 2, 64, 1, free, []).slots == 1  # the suite's cap wins
+    assert decide(2, None, 1, 64, 1, free, []).slots == 1  # require_cudnn and teeth: one waits on the other
+    assert decide(None, None, 2, 16, 8, "nvidia-smi is not on PATH", [None]).slots == 1
+    assert isinstance(two, Room)
+    assert workers_of(["-n", "8"], 16) == 8 and workers_of(["-n8"], 16) == 8 and workers_of([], 16) == 1
+    assert workers_of(["-n", "8", "-n", "2"], 16) == 2 and workers_of(["--numprocesses=auto"], 16) == 16
+    assert parse_wanted("auto") is None and parse_wanted("2") == 2
+    for bad in ("0", "x", "-1"):
+        with pytest.raises(Exception, match="--slots-per-gpu"):
+            parse_wanted(bad)
+
+
+def test_a_scoped_teeth_of_fewer_tests_than_its_workers_starts_no_idle_worker(tmp_path, venvs):
+    m = write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"require_cudnn": 0, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    both = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", f"{CELL}-require_cudnn",
+                           f"{CELL}-teeth", "--", "-n", "2"],
+                          env={**os.environ, **no_gpu(), "MATRIX_TOML": str(m), "MATRIX_RESULTS": str(tmp_path / "results"),
+                               "MATRIX_VENVS": str(venvs)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+    assert both.returncode == 0, both.stdout[-3000:]
+    assert f"nox > {CELL}-teeth: 1 test(s) to run: -n 0 instead of -n 2\n" in both.stdout
+    teeth, rc = stored(tmp_path, "teeth"), stored(tmp_path, "require_cudnn")
+    def n_of(r):
+        return [r["command"][i + 1] for i, a in enumerate(r["command"]) if a == "-n"]
+
+    assert n_of(teeth) == ["2", "0"] and n_of(rc) == ["2"]  # the last -n wins: teeth ran in one process
+    assert teeth["verdict"] == "pass" and teeth["counts"]["collected"] == 1
+    assert teeth["teeth_coverage"]["checked"]
