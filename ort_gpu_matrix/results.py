@@ -119,6 +119,7 @@ class Result:
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -218,6 +219,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         run_id=run_id,
         stopped=outcome.stopped,
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
+        tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
     )
 
 
