@@ -189,7 +189,7 @@ TIER_PATTERN = r"^[A-Z0-9_]+$"  # a tier as ORT prints it and the probe records 
 
 @dataclass(frozen=True)
 class TierRule:
-    """A regex on node ids and the tiers the tests it matches must dispatch (tierrules.py)."""
+    """A regex on node ids and the tiers the tests it matches must dispatch."""
 
     test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
                     required=True, regex=True, example='"TestMemoryEfficientGQA::"')
