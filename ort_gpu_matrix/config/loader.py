@@ -169,7 +169,7 @@ class Reader:
             value = self.value(raw, k, s.name, s.hint, s.default, s.minimum)
             if s.one_or_list and value is not None and not value:
                 self.bad(k, "is empty", f'write {s.name} = "label", or remove it')
-            elif isinstance(value, tuple) and s.minimum is not None and len(value) < s.minimum:
+            elif isinstance(raw, list) and s.minimum is not None and len(value) < s.minimum:
                 example = s.example or '["..."]'
                 self.bad(k, f"is empty: it needs at least {s.minimum} item(s)", f"write {s.name} = {example} ({s.doc})")
             if s.regex and value is not None:
