@@ -69,7 +69,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
             continue
         broken = [b for r in runs for b in breaks_of(rule, r.tests)]
         if broken:
-            say(f"kept as written: tier rule {rule_text(rule)}: {len(broken)} test run(s) broke it; calibrate never "
+            say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
                 "widens a rule (edit or remove it if the change is intended)")
         out.append(dataclasses.replace(rule, observed=_sorted(elsewhere + hits)) if hits or elsewhere else rule)
     groups: dict[str, dict[str, dict[str, list[frozenset[str]]]]] = {}  # function -> cell -> node id -> runs

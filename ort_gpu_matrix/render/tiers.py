@@ -43,7 +43,7 @@ def markdown(report: Report) -> list[str]:
     t, prefix, labels = table(report)
     if t.empty:
         return []
-    out = ["", f"## {TITLE}", "", md(NOTE) + " (✗)." + (f" Functions under {md(clip(prefix))}." if prefix else ""), "",
+    out = ["", f"## {TITLE}", "", md(NOTE[:1].upper() + NOTE[1:]) + " (✗)." + (f" Functions under {md(clip(prefix))}." if prefix else ""), "",
            "| function | cases | " + " | ".join(md(x) for x in t.tiers) + " | broken rule |",
            "| --- | --- | " + " | ".join("---" for _ in t.tiers) + " | --- |"]
     for row, label in zip(t.rows, labels, strict=True):
