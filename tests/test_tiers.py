@@ -7,7 +7,6 @@ hands it runs of one cell.
 """
 from __future__ import annotations
 
-import html
 import json
 import tomllib
 
@@ -15,6 +14,7 @@ from conftest import CELL, SUITES
 from test_calibrate import Calibration
 
 from ort_gpu_matrix.config.model import Observation, TierRule
+from ort_gpu_matrix.render.escape import md as esc_md
 from ort_gpu_matrix.tiercalibrate import Run, tier_rules
 from ort_gpu_matrix.tierrules import function_of
 from ort_gpu_matrix.verdicts import TestResult as Outcome
@@ -27,7 +27,7 @@ tiers = [
   { test = "TestFlash::", only = ["FLASH_ATTENTION", "XQA"], reason = "flash tests run flash (or XQA)" },
   { test = "TestMemoryEfficient::", only = ["EFFICIENT_ATTENTION"], reason = "meant for memory-efficient" },
   { test = "test_xqa_past", only = ["XQA", "FLASH_ATTENTION"] },
-  { test = "test_silent", only = ["MATH"] },
+  { test = "test_silent|<b>bold</b>", only = ["MATH"] },
   { test = "test_future_tier", only = ["FLASH_ATTENTION_V3"] },
   { test = "test_gone_away", only = ["MATH"], reason = "renamed since" },
   { test = "test_skipped_flash", only = ["FLASH_ATTENTION"] },
@@ -49,7 +49,7 @@ def test_broken_rules_fail_the_verdict_naming_the_test_its_tiers_and_the_rule(ha
         "tier rule 'TestMemoryEfficient::' (only EFFICIENT_ATTENTION) broken by 2 test(s): "
         f"{NODE}TestMemoryEfficient::test_memory_efficient_0_small dispatched CUDNN_FLASH_ATTENTION x1; "
         f"{NODE}TestMemoryEfficient::test_memory_efficient_1_big dispatched CUDNN_FLASH_ATTENTION x2",
-        f"tier rule 'test_silent' (only MATH) broken by 1 test(s): {NODE}test_silent dispatched nothing",
+        f"tier rule 'test_silent|<b>bold</b>' (only MATH) broken by 1 test(s): {NODE}test_silent dispatched nothing",
         # every matching rule must hold: test_xqa_past meets its own rule, not the narrow one
         f"tier rule 'xqa' (only XQA) broken by 1 test(s): {NODE}test_xqa_past dispatched XQA x2, FLASH_ATTENTION x1",
     ]
@@ -61,7 +61,7 @@ def test_broken_rules_fail_the_verdict_naming_the_test_its_tiers_and_the_rule(ha
     assert "XQA 1" in run.output and "FLASH_ATTENTION_V3 1" in run.output  # the cell table's kernels column
     assert {(b["nodeid"], b["dispatched"], b["rule"], b["only"]) for b in r["tier_breaks"]} >= {
         (f"{NODE}TestFlash::test_flash_attention[big]", "EFFICIENT_ATTENTION", "TestFlash::", "FLASH_ATTENTION, XQA"),
-        (f"{NODE}test_silent", "", "test_silent", "MATH")}
+        (f"{NODE}test_silent", "", "test_silent|<b>bold</b>", "MATH")}
     stale = {s["pattern"]: s["why"] for s in r["stale_rules"]}
     assert stale == {"test_gone_away": "it matched no test that ran (gone, renamed or deselected)",
                      "test_skipped_flash": f"it matched no test that passed: {NODE}test_skipped_flash (skipped)"}
@@ -84,13 +84,14 @@ def test_broken_rules_fail_the_verdict_naming_the_test_its_tiers_and_the_rule(ha
     assert ("| function | cases | CUDNN\\_FLASH\\_ATTENTION | EFFICIENT\\_ATTENTION | FLASH\\_ATTENTION | "
             "FLASH\\_ATTENTION\\_V3 | XQA | no tier | broken rule |") in md
     assert "| TestFlash::test\\_flash\\_attention | 2 | - | 1 ✗ | 1 | - | - | - | TestFlash:: |" in md
-    assert "| test\\_silent | 1 | - | - | - | - | - | 1 ✗ | test\\_silent |" in md
+    assert f"| test\\_silent | 1 | - | - | - | - | - | 1 ✗ | {esc_md('test_silent|<b>bold</b>')} |" in md
+    assert "<b>" not in md
     assert "| test\\_future\\_tier | 1 | - | - | - | 1 | - | - | - |" in md  # no break, no mark
     page = (out / "report.html").read_text()
     table = page.split('<table id="tier-table">')[1].split("</table>")[0]
     assert "<th>XQA</th>" in table and "<th>FLASH_ATTENTION_V3</th>" in table
     assert '<td class="t-fail">1 ✗</td>' in table
-    assert html.escape("TestMemoryEfficient::") in table
+    assert "<b>" not in table and "test_silent|&lt;b&gt;bold&lt;/b&gt;" in table  # a rule's regex is text
 
 
 def test_calibrate_writes_a_rule_per_function_that_passes_and_a_changed_tier_fails_it(tmp_path, venvs):
