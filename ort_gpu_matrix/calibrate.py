@@ -47,11 +47,12 @@ from .render.escape import term
 from .report import InputError, gather
 from .results import Result, StoreError
 from .sweep import select
+from .tiercalibrate import Run, tier_rules
 from .venvs import BuildError
 from .verdicts import Dispatch, TestResult, expectation_reasons, first_line, tests_of
 
 FAILING = ("failed", "error")
-CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless"}  # written here
+CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless", "tiers"}  # written here
 Say = Callable[[str], None]
 
 
@@ -298,6 +299,10 @@ class SuiteCalibration:
             skipped = [Item(x.message, "", s) for s in runs for x in s.tests if x.outcome == "skipped"]
             if not self._inline(mode, "allowed_skips", skipped):
                 t.skips = self.skips(mode) or None
+            if not self._inline(mode, "tiers"):
+                t.tiers = tier_rules(self._old(mode, "tiers") or (), [Run(s.observation, s.tests) for s in runs],
+                                     lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
+                                     self.say)
         failing = [i for s in runs for i in failures(s, _canaries(self.suite), self.say)]
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
@@ -519,4 +524,5 @@ def _summary(t: ModeTable) -> str:
     if t.skips:
         parts.append(f"{len(t.skips)} allowed skip(s)")
     parts += [f"{len(rules)} {key}" for key, rules in t.rules.items()]
+    parts += [f"{len(t.tiers)} tiers"] if t.tiers else []
     return f"{t.mode}: {', '.join(parts) or 'nothing'}"

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .config.model import Observation, Rule
+from .config.model import Observation, Rule, TierRule
 
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
@@ -72,10 +72,11 @@ class ModeTable:
     counts: list[Count] = field(default_factory=list)
     skips: list[Skip] | None = None  # None: the key is not written
     rules: dict[str, list[Rule]] = field(default_factory=dict)  # known_failures, known_toothless -> rules
+    tiers: list[TierRule] = field(default_factory=list)  # tier rules (tiercalibrate.py)
 
     @property
     def empty(self) -> bool:
-        return not self.kept and not self.counts and self.skips is None and not self.rules
+        return not self.kept and not self.counts and self.skips is None and not self.rules and not self.tiers
 
 
 def value(v: str | int | tuple[str, ...]) -> str:
@@ -94,6 +95,12 @@ def _rule(rule: Rule) -> str:
     return f"    {{ test = {string(rule.test)}, reason = {string(rule.reason)}{observed} }},"
 
 
+def _tier_rule(rule: TierRule) -> str:
+    observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
+    reason = f", reason = {string(rule.reason)}" if rule.reason else ""
+    return f"    {{ test = {string(rule.test)}, only = {value(rule.only)}{reason}{observed} }},"
+
+
 def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
     lines = [f"# {comment(h)}" if h else "#" for h in header]
     for t in tables:
@@ -109,5 +116,9 @@ def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
         for key, rules in t.rules.items():
             lines.append(f"{key} = [")
             lines += [_rule(r) for r in rules]
+            lines.append("]")
+        if t.tiers:
+            lines.append("tiers = [")
+            lines += [_tier_rule(r) for r in t.tiers]
             lines.append("]")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,8 @@ TRT_FUSED = "TRT_FUSED_ATTENTION"
 CUDNN = "CUDNN_FLASH_ATTENTION"
 MATH = "MATH"
 
+KNOWN = (FLASH, EFFICIENT, TRT_FUSED, CUDNN, MATH)  # named here; the census and the rules take any other name too
+
 # sdpa_kernel bits: FLASH 1, EFFICIENT 2, TRT_FUSED 4, CUDNN_FLASH 8, MATH 16
 SDPA_BITS = {FLASH: 1, EFFICIENT: 2, TRT_FUSED: 4, CUDNN: 8, MATH: 16}
 

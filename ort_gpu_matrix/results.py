@@ -124,6 +124,7 @@ class Result:
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
     isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
     pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
+    tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -231,6 +232,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
         isolation=isolation,
         pollution=polluters,
+        tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
     )
 
 

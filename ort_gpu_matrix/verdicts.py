@@ -18,6 +18,7 @@ from typing import Any
 
 from ort_matrix_probe.schema import Audit, ProbeReport
 
+from . import tierrules
 from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from .elf import kind
 from .junit import JunitCounts
@@ -146,6 +147,7 @@ class Findings:
     warnings: list[str] = field(default_factory=list)
     coverage: TeethCoverage | None = None
     stale: list[StaleRule] = field(default_factory=list)  # rules that matched nothing (before the cell filter)
+    tier_breaks: list[tierrules.Break] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class Verdict:
     outcomes: dict[str, str] = field(default_factory=dict)  # node id -> outcome, every test with one
     reruns: dict[str, int] = field(default_factory=dict)  # node id -> failed attempts rerun, where any
     stale_rules: list[StaleRule] = field(default_factory=list)
+    tier_breaks: list[tierrules.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
 
 
 @dataclass(frozen=True)
@@ -346,6 +349,11 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     skips = [t.message for t in tests if t.outcome == "skipped"]
     out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
                   for p in expect.allowed_skips if not any(re.search(p, m) for m in skips)]
+    tiers = tierrules.judge(expect.tiers, tests)
+    out.reasons += tiers.reasons
+    out.tier_breaks = tiers.breaks
+    out.stale += [StaleRule("tiers", s.rule.test, s.rule.reason, s.what, tuple(o.cell for o in s.rule.observed),
+                            _listing(s.tests)) for s in tiers.stale]
     return out
 
 
@@ -367,6 +375,9 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
                            f"min_failures is {expect.min_failures}")
     if other:
         out.reasons.append(f"{len(other)} failure(s) other than the canary's: {_listing(other)}")
+    leaked = tierrules.teeth_warning(tests)
+    if leaked:
+        out.warnings.append(leaked)
     shown = [dataclasses.replace(t, outcome="bitten") if t.nodeid in bitten else t for t in tests]
     out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")
                                                          and t.nodeid not in bitten], shown)
@@ -503,7 +514,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
-                   stale)
+                   stale, found.tier_breaks)
 
 
 def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:

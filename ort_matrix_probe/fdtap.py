@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-_TOKEN = re.compile(rb"SdpaKernel=([A-Z_]+)")
+_TOKEN = re.compile(rb"SdpaKernel=([A-Z0-9_]+)")  # any tier name ORT prints (XQA, ...): the list is open
 _ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 
 

@@ -97,11 +97,15 @@ def test_calibrate_accepts_a_red_first_run_and_the_next_run_passes(tmp_path, ven
     assert cal.returncode == 0, cal.stdout[-3000:]  # written: success, although every mode failed
     for mode in ("normal", "require_cudnn", "teeth"):
         assert f"{CELL}-{mode}: FAIL -> " in cal.stdout
-    assert f"wrote {c.expect}: normal: min_passed 4, 1 allowed skip(s), 3 known_failures; " in cal.stdout
+    assert f"wrote {c.expect}: normal: min_passed 4, 1 allowed skip(s), 3 known_failures, 2 tiers; " in cal.stdout
     assert "still failing after calibration" not in cal.stdout and "refused" not in cal.stdout
 
     e = c.data()
     date = c.result(f"{CELL}-teeth")["started"][:10]
+    # the two tests that dispatched cuDNN get a tier rule each (tiercalibrate.py); teeth gets none
+    assert [(r["test"].split("::")[1][:22], r["only"]) for r in e["normal"]["tiers"]] == [
+        ("test_cudnn_bites(?:_[0", ["CUDNN_FLASH_ATTENTION"]), ("test_values_only_cudnn", ["CUDNN_FLASH_ATTENTION"])]
+    assert "tiers" not in e["teeth"]
     seen = [{"cell": CELL, "ort": "1.32.0", "date": date}]
     toothless = e["teeth"]["known_toothless"]
     assert toothless == [{"test": "^test_calibrate\\.py::test_values_only_cudnn$", "observed": seen,

@@ -117,12 +117,17 @@ def test_shipped_matrix_describes_the_release_matrix():
     matrix = load_matrix(REPO / "matrix.toml")
     cells = {c.name: c for c in cells_of(matrix)}
     assert list(cells) == ["gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
-                           "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-h200pip", f"gpu-{PY}-cpu"]
+                           "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-h200pip", "gpu-3.12-h200cuda",
+                           f"gpu-{PY}-cpu"]
     assert cells["gpu-3.12-pip12"].ort.index_url and cells["gpu-3.12-pip12"].torch.index_url.endswith("/cu129")
     assert not cells["gpu-3.12-pip13"].ort.index_url and cells["gpu-3.12-pip13"].torch.index_url.endswith("/cu130")
     attention = cells["gpu-3.12-h200pip"]
     assert attention.suite.id == "ort_attention" and attention.suite.root.startswith("${ORT_SOURCE}/")
     assert attention.libs.loader == "ort_preload_dlls" and attention.torch.environment == "/opt/torch/.venv"
+    cuda = cells["gpu-3.12-h200cuda"]  # ORT's CUDA attention tests, judged by tier rules; no teeth (none asserts a tier)
+    assert cuda.suite.id == "ort_cuda_attention" and cuda.modes == ("normal", "require_cudnn")
+    assert cuda.suite.files == ("test_gqa_cuda.py", "test_flash_attn_cuda.py", "test_mha_flash_attn.py")
+    assert cuda.suite.pytest_args[-2:] == ("-k", "not test_flash_attn_cuda.py or interactive")
     assert cells["gpu-3.11-cu129"].torch.index_url == "https://download.pytorch.org/whl/cu129"
     assert cells["gpu-3.12-cu130"].torch.index_url == "https://download.pytorch.org/whl/cu130"
     assert cells["gpu-3.11-cu129"].libs.search and cells["gpu-3.12-cu130"].libs.search

@@ -23,6 +23,7 @@ from ..errors import MatrixError, Problem
 from ..modes import MODES, SPECS
 from ..overrides import Overrides, Workspace
 from ..testenv import RESERVED_FIX, reserved
+from ..tiernames import tier_name_problem
 from .duplicates import duplicate
 from .model import (
     BACKENDS,
@@ -169,6 +170,9 @@ class Reader:
             value = self.value(raw, k, s.name, s.hint, s.default, s.minimum)
             if s.one_or_list and value is not None and not value:
                 self.bad(k, "is empty", f'write {s.name} = "label", or remove it')
+            elif isinstance(raw, list) and s.minimum is not None and len(value) < s.minimum:
+                example = s.example or '["..."]'
+                self.bad(k, f"is empty: it needs at least {s.minimum} item(s)", f"write {s.name} = {example} ({s.doc})")
             if s.regex and value is not None:
                 self.regexes(k, value)
             values[s.attr] = value
@@ -322,9 +326,16 @@ def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, 
     for m, spec_ in SPECS.items():
         for k in keys_of(spec_.expect_type):
             owner.setdefault(k.name, f"{prefix}.{m.value}")
-    return {m.value: r.entry(tables.get(m.value, {}), f"{prefix}.{m.value}", s.expect_type,
-                             {k: where for k, where in owner.items() if k not in {x.name for x in keys_of(s.expect_type)}})
-            for m, s in SPECS.items()}
+    out = {m.value: r.entry(tables.get(m.value, {}), f"{prefix}.{m.value}", s.expect_type,
+                            {k: where for k, where in owner.items() if k not in {x.name for x in keys_of(s.expect_type)}})
+           for m, s in SPECS.items()}
+    for mode, expect in out.items():
+        for i, rule in enumerate(getattr(expect, "tiers", ())):
+            for j, name in enumerate(rule.only):
+                problem = tier_name_problem(name)
+                if problem:
+                    r.bad(f"{prefix}.{mode}.tiers[{i}].only[{j}]", *problem)
+    return out
 
 
 def _merge_expect_file(r: Reader, path: Path, key: str, inline: dict[str, Any],

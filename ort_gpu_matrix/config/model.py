@@ -185,6 +185,23 @@ class Rule:
                                             "nothing is stale only in the cells it was seen in", ())
 
 
+TIER_PATTERN = r"^[A-Z0-9_]+$"  # a tier as ORT prints it and the probe records it (any name: the list is open)
+
+
+@dataclass(frozen=True)
+class TierRule:
+    """A regex on node ids and the tiers the tests it matches must dispatch."""
+
+    test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
+                    required=True, regex=True, example='"TestMemoryEfficientGQA::"')
+    only: tuple[str, ...] = key("the tiers a matching test may dispatch, as ORT prints them (any name, XQA too); "
+                                "it must dispatch at least one of them and nothing else", (), required=True,
+                                minimum=1, pattern=TIER_PATTERN, example='["EFFICIENT_ATTENTION"]')
+    reason: str = key("why: what the tests are meant to run, or a finding to report upstream", "")
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "no test that passed is stale only in the cells it was seen in", ())
+
+
 @dataclass(frozen=True)
 class DispatchExpect:
     """What every mode checks: known failures and the dispatch rules."""
@@ -202,6 +219,9 @@ class PassExpect(DispatchExpect):
 
     min_passed: int = key("at least this many tests pass", 1, minimum=0)
     allowed_skips: tuple[str, ...] = key("regexes on skip reasons that are expected", (), regex=True)
+    tiers: tuple[TierRule, ...] = key("tier rules: each test that passed and matches a rule dispatched at least one "
+                                      "tier and only tiers the rule lists; a test several rules match must satisfy "
+                                      "every one (not read in teeth, where MATH is forced)", ())
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 from ..modes import SPECS
-from .model import ExcludeEntry, IncludeEntry, KeySpec, Libs, Ort, Rule, Settings, Suite, Torch, keys_of
+from .model import ExcludeEntry, IncludeEntry, KeySpec, Libs, Ort, Rule, Settings, Suite, TierRule, Torch, keys_of
 
 OUT = "docs/reference/matrix-toml.md"
 
@@ -31,7 +31,8 @@ def _type(s: KeySpec) -> str:
     if hint is int:
         return "integer" + (f" ≥ {s.minimum}" if s.minimum is not None else "")
     if origin is tuple and args[0] is str:
-        return "list of regexes" if s.regex else "list of strings"
+        kind = "list of regexes" if s.regex else "list of strings"
+        return kind + (f", at least {s.minimum}" if s.minimum is not None else "")
     if origin is tuple:
         return f"list of {{ {', '.join(k.name for k in keys_of(args[0]))} }}"
     if origin is dict:
@@ -108,6 +109,11 @@ def reference() -> str:
     for expect_type, titles in by_type.items():
         out += table(expect_type, "` and `".join(titles))
     out += table(Rule, "known_failures / known_toothless entries")
+    out += table(TierRule, "tiers entries", "Every test that passed and matches `test` must have dispatched at least "
+                 "one tier, and only tiers in `only`. A test several rules match must satisfy each of them: the tiers "
+                 "it may dispatch are the intersection of their `only` lists. A rule that matches no test that "
+                 "passed is stale. Teeth does not read `tiers` (MATH is forced there); see "
+                 "[the guide](../guide.md#tier-rules).")
     out += table(IncludeEntry, "[pairing] include = [{ ... }]",
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",

@@ -15,7 +15,20 @@ import typing
 from typing import Any
 
 from ..modes import MODES, SPECS
-from .model import ID_PATTERN, ExcludeEntry, IncludeEntry, Libs, Observation, Ort, Rule, Settings, Suite, Torch, keys_of
+from .model import (
+    ID_PATTERN,
+    ExcludeEntry,
+    IncludeEntry,
+    Libs,
+    Observation,
+    Ort,
+    Rule,
+    Settings,
+    Suite,
+    TierRule,
+    Torch,
+    keys_of,
+)
 
 SCHEMA_ID = "https://github.com/ort-gpu-matrix/ort-gpu-matrix/matrix.schema.json"
 _MODE_KEYS = {"modes"}  # keys whose items are mode names
@@ -54,7 +67,7 @@ def table(cls: type, extra: dict[str, Any] | None = None) -> dict[str, Any]:
             props[s.name] = prop
             continue
         if s.minimum is not None:
-            prop["minimum"] = s.minimum
+            prop["minItems" if prop["type"] == "array" else "minimum"] = s.minimum
         if s.pattern and prop["type"] == "array":
             prop["items"]["pattern"] = s.pattern
         elif s.pattern:
@@ -88,7 +101,7 @@ def _ids(ref: str) -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     expect = {"type": "object", "additionalProperties": False, "description": "what each mode expects",
               "properties": {m.value: {"$ref": f"#/$defs/{s.expect_type.__name__}"} for m, s in SPECS.items()}}
-    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, Observation, IncludeEntry, ExcludeEntry)}
+    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, Observation, IncludeEntry, ExcludeEntry)}
     defs |= {s.expect_type.__name__: table(s.expect_type) for s in SPECS.values()}
     defs["Suite"] = table(Suite, {"expect": expect})
     return {

@@ -18,7 +18,8 @@ from ..grouping import group, shorten
 from ..kernels import CUDNN, MATH
 from ..report import Report
 from ..results import Result
-from . import pollution
+from ..tiertable import cell as tier_cell
+from . import pollution, tiers
 from .summary import (
     audit_line,
     cell_skew,
@@ -120,10 +121,12 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
     modes = modes_of(report)
     grid = report.cells()
     columns, rows, prefix = _grid(report, modes)
+    tier_rows = tiers.table(report, tiers.HTML_ROWS)
     sections = [(title, changes, group(changes)) for title, changes in change_sections(report)]
     return _ENV.get_template("report.html.j2").render(
         report=report, modes=modes, grid=grid, sections=sections, columns=columns, rows=rows, prefix=prefix,
         cell_text=cell_text, tiers_text=tiers_text, coverage_text=coverage_text, audit_line=audit_line,
         provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip, cell_skew=cell_skew,
         shorten=shorten, link=lambda p: link(p, out_dir, roots), pollution=pollution.rows(report),
-        pollution_title=pollution.TITLE, pollution_shown=pollution.SHOWN, pollution_note=pollution.note(report))
+        pollution_title=pollution.TITLE, pollution_shown=pollution.SHOWN, pollution_note=pollution.note(report),
+        tier_table=tier_rows, tier_note=tiers.NOTE, tier_cell=tier_cell, tier_left_out=tiers.left_out)

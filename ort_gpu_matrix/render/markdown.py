@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..compare import Change
 from ..grouping import Group, group, shorten
 from ..report import Report
-from . import pollution
+from . import pollution, tiers
 from .escape import md as esc
 from .summary import (
     LISTED,
@@ -87,6 +87,7 @@ def render(report: Report) -> str:
         label = f"{cell} (version skew: {skewed})" if skewed else cell
         out.append(f"| {esc(label)} | {esc(hosts_text(by_mode))} | " + " | ".join(cell_text(by_mode.get(m)) for m in modes)
                    + f" | {esc(tiers_text(ref))} | {esc(coverage_text(teeth)) if teeth else '-'} |")
+    out += tiers.markdown(report)
     out += ["", "## Libraries", ""]
     out += [f"- **{esc(cell)}**: {esc(audit_line(list(by_mode.values())))}" for cell, by_mode in grid.items()]
     out += [f"- **{esc(cell)}**: ORT {esc(b)} → {esc(a)}" for cell, (b, a) in report.provenance_changes.items()]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..grouping import group
 from ..report import Report
-from . import pollution
+from . import pollution, tiers
 from .escape import term
 from .summary import (
     LISTED,
@@ -41,6 +41,7 @@ def render(report: Report) -> str:
         if cell in report.provenance_changes:
             before, after = report.provenance_changes[cell]
             lines.append(f"  {cell}: ORT {before} -> {after}")
+    lines += tiers.terminal(report)
     for cell, why in report.skipped.items():
         lines.append(f"  {cell}: not run here: {why}")
     for cell, why in report.errors.items():

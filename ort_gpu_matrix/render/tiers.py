@@ -1,0 +1,53 @@
+"""The tiers-by-function table in the terminal's and Markdown's words (HTML renders it in its template)."""
+from __future__ import annotations
+
+from ..grouping import shorten
+from ..report import Report
+from ..tiertable import TierTable, cell, tier_table
+from .escape import md
+from .summary import clip
+
+ROWS = 40  # functions shown in the terminal and Markdown; HTML shows HTML_ROWS
+HTML_ROWS = 200
+TITLE = "Tiers by test function"
+NOTE = ("cases of each function that dispatched each tier, in any cell's normal or require_cudnn run "
+        "(teeth forces MATH and is left out); a mark: a tier rule was broken there")
+
+
+def table(report: Report, limit: int = ROWS) -> tuple[TierTable, str, list[str]]:
+    """The table, the prefix every function shares (cut off), and each row's label."""
+    t = tier_table(report.results, limit)
+    prefix, labels = shorten([r.function for r in t.rows])
+    return t, prefix, [clip(x) for x in labels]
+
+
+def left_out(t: TierTable) -> str:
+    return f"and {t.left_out} more function(s) that dispatched something (each result's census has every test)"
+
+
+def terminal(report: Report) -> list[str]:
+    t, prefix, labels = table(report)
+    if t.empty:
+        return []
+    rows: list[tuple[str, ...]] = [("function", "cases", *t.tiers, "broken rule")]
+    for row, label in zip(t.rows, labels, strict=True):
+        rows.append((label, str(len(row.cases)), *(cell(row, x, "!") for x in t.tiers),
+                     "; ".join(clip(r, 120) for r in sorted(row.rules)) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = [f"\n{TITLE.lower()}" + (f" under {clip(prefix)}" if prefix else "") + f": {NOTE} (!)"]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out + ([f"  {left_out(t)}"] if t.left_out else [])
+
+
+def markdown(report: Report) -> list[str]:
+    t, prefix, labels = table(report)
+    if t.empty:
+        return []
+    out = ["", f"## {TITLE}", "", md(NOTE[:1].upper() + NOTE[1:]) + " (✗)." + (f" Functions under {md(clip(prefix))}." if prefix else ""), "",
+           "| function | cases | " + " | ".join(md(x) for x in t.tiers) + " | broken rule |",
+           "| --- | --- | " + " | ".join("---" for _ in t.tiers) + " | --- |"]
+    for row, label in zip(t.rows, labels, strict=True):
+        rules = md("; ".join(clip(r, 120) for r in sorted(row.rules))) or "-"
+        out.append(f"| {md(label)} | {len(row.cases)} | " + " | ".join(md(cell(row, x, "✗")) for x in t.tiers)
+                   + f" | {rules} |")
+    return out + (["", md(left_out(t))] if t.left_out else [])
