@@ -30,12 +30,14 @@ from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
 from . import gpus, typecheck
 from .cells import Cell
+from .confirmed import Confirmation
 from .fsutil import UMASK, copy_atomic, write_json
 from .ortsource import SourceTree
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: known_flaky and confirmation (both optional: a version 1 result reads as one without them)
+READS = (1, 2)
 T = TypeVar("T")
 
 
@@ -119,6 +121,8 @@ class Result:
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
+    confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -132,8 +136,9 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads ({SCHEMA_VERSION})")
+        if version not in READS:
+            raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads "
+                              f"({', '.join(map(str, READS))})")
         wrong = typecheck.problems(cls, data)
         if wrong:
             more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
@@ -157,6 +162,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
+plain = _plain  # for the sweep's own JSON (sweep.json), which holds parts of results
+
+
 def _build(cls: type[T], data: Any) -> T:
     """A dataclass from its plain form, nested dataclasses and enums included; missing keys take defaults."""
     hints = typing.get_type_hints(cls)
@@ -177,6 +185,9 @@ def _field(hint: Any, value: Any) -> Any:
         return _build(hint, value)
     if hint is Status:
         return Status(value)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return [_build(args[0], v) for v in value]
     return value
 
 
@@ -218,6 +229,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         run_id=run_id,
         stopped=outcome.stopped,
         stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
+        known_flaky=verdict.known_flaky,
     )
 
 
@@ -240,8 +252,11 @@ def retire_current(results_dir: Path, session: str) -> None:
         pass
 
 
-def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Result:
-    """Write the run's bundle whole, then make it the session's current result. Returns it as stored."""
+def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current: bool = True) -> Result:
+    """Write the run's bundle whole, then make it the session's current result. Returns it as stored.
+
+    `current=False`: a confirmation rerun (confirm.py), kept as a bundle of its own under runs/ and
+    never the session's current result."""
     runs = results_dir / "runs" / result.session
     final = runs / result.run_id
     try:
@@ -268,13 +283,25 @@ def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Resu
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    current = current_path(results_dir, result.session)
+    if not current:
+        return stored
+    path = current_path(results_dir, result.session)
     try:
-        write_json(current, stored.to_dict())
+        write_json(path, stored.to_dict())
     except OSError as exc:
-        raise StoreError(f"the run's bundle is complete in {final}, but {current} could not be written: "
+        raise StoreError(f"the run's bundle is complete in {final}, but {path} could not be written: "
                          f"{exc.strerror or exc}") from None
     return stored
+
+
+def restore(results_dir: Path, result: Result) -> None:
+    """A stored result, amended after its run (its confirmation), written over its bundle's copy and the current one."""
+    try:
+        if result.bundle is not None and Path(result.bundle).is_dir():
+            write_json(Path(result.bundle) / "result.json", result.to_dict())
+        write_json(current_path(results_dir, result.session), result.to_dict())
+    except OSError as exc:
+        raise StoreError(f"cannot store the confirmed result of {result.session}: {exc.strerror or exc}") from None
 
 
 def load(path: Path) -> Result:

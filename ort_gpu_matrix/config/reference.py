@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 from ..modes import SPECS
-from .model import ExcludeEntry, IncludeEntry, KeySpec, Libs, Ort, Rule, Settings, Suite, Torch, keys_of
+from .model import ExcludeEntry, FlakyRule, IncludeEntry, KeySpec, Libs, Ort, Rule, Settings, Suite, Torch, keys_of
 
 OUT = "docs/reference/matrix-toml.md"
 
@@ -108,6 +108,10 @@ def reference() -> str:
     for expect_type, titles in by_type.items():
         out += table(expect_type, "` and `".join(titles))
     out += table(Rule, "known_failures / known_toothless entries")
+    out += table(FlakyRule, "known_flaky entries",
+                 "Written by `nox -s calibrate` for a test whose outcome or tiers differed between its runs. A long "
+                 "entry is written as a `[[expect.<mode>.known_flaky]]` table, so no line of the file passes 300 "
+                 "characters.")
     out += table(IncludeEntry, "[pairing] include = [{ ... }]",
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",

@@ -15,7 +15,20 @@ import typing
 from typing import Any
 
 from ..modes import MODES, SPECS
-from .model import ID_PATTERN, ExcludeEntry, IncludeEntry, Libs, Observation, Ort, Rule, Settings, Suite, Torch, keys_of
+from .model import (
+    ID_PATTERN,
+    ExcludeEntry,
+    FlakyRule,
+    IncludeEntry,
+    Libs,
+    Observation,
+    Ort,
+    Rule,
+    Settings,
+    Suite,
+    Torch,
+    keys_of,
+)
 
 SCHEMA_ID = "https://github.com/ort-gpu-matrix/ort-gpu-matrix/matrix.schema.json"
 _MODE_KEYS = {"modes"}  # keys whose items are mode names
@@ -88,7 +101,8 @@ def _ids(ref: str) -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     expect = {"type": "object", "additionalProperties": False, "description": "what each mode expects",
               "properties": {m.value: {"$ref": f"#/$defs/{s.expect_type.__name__}"} for m, s in SPECS.items()}}
-    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, Observation, IncludeEntry, ExcludeEntry)}
+    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, FlakyRule, Observation, IncludeEntry,
+                                                  ExcludeEntry)}
     defs |= {s.expect_type.__name__: table(s.expect_type) for s in SPECS.values()}
     defs["Suite"] = table(Suite, {"expect": expect})
     return {
