@@ -126,6 +126,15 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
         cmp.improvements += improvements
 
 
+def _flaky_passes(counter: str, b: ModeRecord, a: ModeRecord, flaky: Mapping[str, FlakySet] | None) -> int:
+    """Passes the baseline had that are now another outcome within a known_flaky set: no drop in `passed`."""
+    if counter != "passed" or not flaky:
+        return 0
+    return sum(1 for test, allowed in flaky.items()
+               if (bt := b.tests.get(test)) is not None and bt.outcome == "passed"
+               and (at := a.tests.get(test)) is not None and at.outcome != "passed" and _in_set(allowed, at))
+
+
 def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
     if b.teeth and not a.teeth:  # coverage was checked before and is not now (a refused or census-less run)
         cmp.regressions.append(Change("teeth", cell, mode, None, "coverage checked", "coverage not checked"))
@@ -192,7 +201,8 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
             for counter in ("collected", "passed"):
                 if a.teeth_scope != b.teeth_scope and (a.counts.get("collected", 0) or not b.counts.get("collected", 0)):
                     break  # a scoped teeth against an unscoped one: fewer tests by design, but never none at all
-                if a.counts.get(counter, 0) < b.counts.get(counter, 0):
+                if a.counts.get(counter, 0) + _flaky_passes(counter, b, a, (flaky or {}).get((cell, mode))) \
+                        < b.counts.get(counter, 0):
                     cmp.regressions.append(Change("count", cell, mode, counter, b.counts[counter], a.counts[counter]))
             _library(cmp, cell, mode, b, a)  # a provenance change alone is no regression: the report shows it
     order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
