@@ -179,9 +179,13 @@ def _reason(items: Sequence[Item]) -> str:
 
 
 def _skip_note(items: Sequence[Item]) -> str:
-    per: dict[str, int] = {}
+    per_run: dict[tuple[str, int], int] = {}
     for i in items:
-        per[i.seen.cell.name] = per.get(i.seen.cell.name, 0) + 1
+        key = (i.seen.cell.name, i.seen.round)
+        per_run[key] = per_run.get(key, 0) + 1
+    per: dict[str, int] = {}
+    for (cell, _), n in per_run.items():  # a cell calibrated --runs N times: the most of any one run
+        per[cell] = max(n, per.get(cell, 0))
     return ", ".join(f"{cell}: {n} test(s)" for cell, n in sorted(per.items()))
 
 

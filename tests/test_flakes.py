@@ -194,6 +194,13 @@ def test_calibrate_writes_known_flaky_for_the_flake_and_short_known_failures(tmp
     run = box.nox("-s", "sweep", "--", "--baseline", "cal", "--gate", "regressions", "--confirm", "0")
     assert run.returncode == 0, run.stdout[-3000:]
     assert box.sweep_json()["regressions"] == []
+    # outside its set, a known-flaky test fails the verdict: the rule lists what it may do, nothing more
+    path.write_text(text.replace('outcomes = ["failed", "passed"]', 'outcomes = ["passed"]'))
+    box.calls(1)
+    run = box.nox("-s", CELL)
+    assert run.returncode != 0
+    assert (f"1 known-flaky test(s) did what their rule does not list: {FLAKE} failed (no tier): known_flaky lists "
+            "passed (no tier)") in run.stdout
 
 
 def test_calibrate_refuses_a_single_run(tmp_path, venvs):
