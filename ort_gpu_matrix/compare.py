@@ -14,6 +14,10 @@ Regression kinds (each fails the sweep):
 A test that is new in the sweep and fails counts as a `test` regression too (new -> failed): under
 `--gate regressions` a mode that was failing already must not hide a failure it did not have.
 
+A known-flaky test (Result.known_flaky) that stays within the outcomes and tiers its rule lists
+changes nothing, and a pass it lost within its set is no drop in `passed`. A per-test change that a
+confirmation rerun did not reproduce leaves the regressions afterwards (unconfirmed.py).
+
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
 failure fixed, or a new passing test), a toothless test now bitten, and `stale-rule`: an expectation
 of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
