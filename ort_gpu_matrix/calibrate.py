@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import expectfile
+from . import calibrate_flaky, expectfile
 from .cells import Cell, cells_of
 from .config.loader import read_toml, suite_expect
 from .config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
 from .errors import MatrixError
-from .expectfile import Count, ModeTable, Skip, literal_regex
+from .expectfile import Count, ModeTable, Skip, literal_regex, short
 from .harness import run_cell
 from .host import Resolved, check
 from .kernels import CUDNN, MATH, TEETH_MESSAGE
@@ -52,7 +52,9 @@ from .venvs import BuildError
 from .verdicts import Dispatch, TestResult, expectation_reasons, first_line, tests_of
 
 FAILING = ("failed", "error")
-CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless", "tiers"}  # written here
+CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
+              "known_flaky", "tiers"}  # written here
+RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
 Say = Callable[[str], None]
 
 
@@ -67,6 +69,7 @@ class Seen:
     cell: Cell
     result: Result
     tests: list[TestResult]
+    round: int = 0  # which of calibrate's --runs this run was (0-based)
 
     @property
     def mode(self) -> str:
@@ -112,7 +115,8 @@ def _bitten(seen: Seen) -> set[str]:
 
 def _prior(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
     """require_cudnn's census, for teeth's coverage: the same cell's run, from the same venv."""
-    rc = next((s for s in runs if s.cell.name == teeth.cell.name and s.mode == "require_cudnn"), None)
+    rc = next((s for s in runs if s.cell.name == teeth.cell.name and s.mode == "require_cudnn"
+               and s.round == teeth.round), None)
     if rc is None or rc.result.venv.fingerprint != teeth.result.venv.fingerprint:
         return None
     return rc.result.dispatch
@@ -132,7 +136,7 @@ def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
             say(f"refused: {seen.result.session} {t.nodeid} {t.outcome} with the canary's message ({line!r}: {why});"
                 " a known failure would hide the dispatch change the canary exists to catch")
             continue
-        items.append(Item(t.nodeid, line or f"{t.outcome}, with no message", seen))
+        items.append(Item(t.nodeid, short(line) or f"{t.outcome}, with no message", seen))
     return items
 
 
@@ -172,13 +176,18 @@ def _observed(items: Sequence[Item]) -> tuple[Observation, ...]:
 
 def _reason(items: Sequence[Item]) -> str:
     reasons = list(dict.fromkeys(i.reason for i in items))
-    return reasons[0] if len(reasons) == 1 else "; ".join(f"{i.seen.cell.name}: {i.reason}" for i in items)
+    per_cell = dict.fromkeys(f"{i.seen.cell.name}: {i.reason}" for i in items)
+    return short(reasons[0] if len(reasons) == 1 else "; ".join(per_cell))
 
 
 def _skip_note(items: Sequence[Item]) -> str:
-    per: dict[str, int] = {}
+    per_run: dict[tuple[str, int], int] = {}
     for i in items:
-        per[i.seen.cell.name] = per.get(i.seen.cell.name, 0) + 1
+        key = (i.seen.cell.name, i.seen.round)
+        per_run[key] = per_run.get(key, 0) + 1
+    per: dict[str, int] = {}
+    for (cell, _), n in per_run.items():  # a cell calibrated --runs N times: the most of any one run
+        per[cell] = max(n, per.get(cell, 0))
     return ", ".join(f"{cell}: {n} test(s)" for cell, n in sorted(per.items()))
 
 
@@ -274,23 +283,25 @@ class SuiteCalibration:
         return True
 
     def table(self, mode: str) -> ModeTable:
-        runs = [s for s in self.runs if s.mode == mode]
+        seen_flaky = calibrate_flaky.flaky([s for s in self.runs if s.mode == mode], lambda s: s.cell.name)
+        runs = [dataclasses.replace(s, tests=[x for x in s.tests if x.nodeid not in seen_flaky])
+                for s in self.runs if s.mode == mode]  # every other rule is made from the stable tests
         t = ModeTable(mode)
         for key in sorted(self.old_keys.get(mode, set()) - CALIBRATED):  # require_kernel, message, ...: a person's
             t.kept[key] = getattr(self.suite.expect[mode], key)
         if mode == "teeth":
-            bitten = {s.cell.name: len(_bitten(s)) for s in runs}
+            bitten = _least({(s.cell.name, len(_bitten(s))) for s in runs})
             for cell in sorted(c for c, n in bitten.items() if n == 0):
                 self.say(f"not accepted: teeth of {cell}: nothing failed with the canary's message (the canary has "
                          "no teeth there); no expectation can accept that")
             found = self.minimum(mode, "min_failures", {c: n for c, n in bitten.items() if n})
             if found is not None and not self._inline(mode, "min_failures"):
                 t.counts.append(found)
-            teeth_items = [i for s in runs for i in toothless(s, self.runs, self.say)]
+            teeth_items = [i for s in runs for i in toothless(s, self.runs, self.say) if i.text not in seen_flaky]
             if not self._inline(mode, "known_toothless", teeth_items):
                 t.rules["known_toothless"] = self.rules(mode, "known_toothless", teeth_items)
         else:
-            passed = {s.cell.name: s.result.counts.passed for s in runs}
+            passed = _least({(s.cell.name, s.result.counts.passed) for s in runs})
             for cell in sorted(c for c, n in passed.items() if n == 0):
                 self.say(f"not accepted: {mode} of {cell}: nothing passed; no expectation can accept that")
             found = self.minimum(mode, "min_passed", passed)
@@ -307,7 +318,23 @@ class SuiteCalibration:
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
         t.rules = {k: v for k, v in t.rules.items() if v}
+        if not self._inline(mode, "known_flaky", [Item(n, "", seen[0][0]) for n, seen in seen_flaky.items()]):  # type: ignore[arg-type]
+            t.flaky = calibrate_flaky.rules(
+                self._old(mode, "known_flaky") or (), seen_flaky, [s for s in self.runs if s.mode == mode],
+                lambda s: s.cell.name,
+                lambda r: self._stale(mode, "known_flaky", f"{r.test!r} ({r.reason})", r.observed))
+        for name in seen_flaky:
+            self.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(calibrate_flaky.state(x)
+                                                                         for _, x in seen_flaky[name])))
         return t
+
+
+def _least(seen: set[tuple[str, int]]) -> dict[str, int]:
+    """Per cell, the lowest count of its runs."""
+    out: dict[str, int] = {}
+    for cell, n in seen:
+        out[cell] = min(n, out.get(cell, n))
+    return out
 
 
 def _report(result: Result, search: Sequence[Path]) -> dict[str, Any] | None:
@@ -351,7 +378,8 @@ def _as_run(matrix: Matrix, cell: Cell, say: Say) -> Cell:
     return dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, expect_file=None))
 
 
-def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say) -> list[Seen]:
+def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say,
+        rounds: int = RUNS) -> list[Seen]:
     """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
     tag (calibrating without it would drop what it needs), and is skipped when no selector was given."""
     runnable: list[tuple[Cell, Resolved]] = []
@@ -367,12 +395,14 @@ def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: S
         runnable.append((cell, resolved))
     seen = []
     for cell, resolved in runnable:
-        log(f"calibrate: {cell.name} ({', '.join(cell.modes)})")
-        try:
-            results = run_cell(matrix, cell, resolved, cell.modes, [], {}, log, echo)
-        except (BuildError, StoreError, MatrixError) as exc:
-            raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
-        seen += [s for s in (_seen(cell, r, [], say) for r in results) if s is not None]
+        for n in range(rounds):
+            log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
+            try:
+                results = run_cell(matrix, cell, resolved, cell.modes, [], {}, log, echo)
+            except (BuildError, StoreError, MatrixError) as exc:
+                raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
+            seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
+                     if s is not None]
     return seen
 
 
@@ -470,7 +500,8 @@ def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, Dis
 
 
 def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),
-              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print) -> Outcome:
+              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print,
+              rounds: int = RUNS) -> Outcome:
     """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
     out = Outcome()
     say = out.lines.append
@@ -478,7 +509,10 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     chosen = [c for c, _ in select(cells, selectors)]
     suites = {c.suite.id: c.suite for c in chosen}
     paths = targets(matrix, suites, write, force)
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo)
+    if rounds < 2 and not from_dirs:
+        raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
+                             f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
+    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, rounds)
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))
@@ -525,4 +559,6 @@ def _summary(t: ModeTable) -> str:
         parts.append(f"{len(t.skips)} allowed skip(s)")
     parts += [f"{len(rules)} {key}" for key, rules in t.rules.items()]
     parts += [f"{len(t.tiers)} tiers"] if t.tiers else []
+    if t.flaky:
+        parts.append(f"{len(t.flaky)} known_flaky")
     return f"{t.mode}: {', '.join(parts) or 'nothing'}"

@@ -14,6 +14,10 @@ Regression kinds (each fails the sweep):
 A test that is new in the sweep and fails counts as a `test` regression too (new -> failed): under
 `--gate regressions` a mode that was failing already must not hide a failure it did not have.
 
+A known-flaky test (Result.known_flaky) that stays within the outcomes and tiers its rule lists
+changes nothing, and a pass it lost within its set is no drop in `passed`. A per-test change that a
+confirmation rerun did not reproduce leaves the regressions afterwards (unconfirmed.py).
+
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
 failure fixed, or a new passing test), a toothless test now bitten, and `stale-rule`: an expectation
 of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
@@ -33,11 +37,12 @@ order, not the release.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .baseline import Baseline, ModeRecord
+from .baseline import Baseline, ModeRecord, TestLine
+from .flakes import FlakySet, within
 from .results import Result
 
 FAILING = ("failed", "error")
@@ -87,7 +92,30 @@ class Comparison:
         return {k: [c.to_dict() for c in getattr(self, k)] for k in self.KEYS}
 
 
-def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
+def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
+                 at: TestLine | None) -> tuple[list[Change], list[Change]]:
+    """One test, baseline against now: its regressions (of kind test and tier) and its improvements."""
+    regressions, improvements = [], []
+    if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
+        regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
+    elif bt is None and at is not None and at.outcome in ("failed", "error"):
+        regressions.append(Change("test", cell, mode, test, "new", at.outcome))
+    elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
+        # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so
+        regressions.append(Change("test", cell, mode, test, bt.outcome, at.outcome))
+    elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
+        improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
+    if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
+        regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
+    return regressions, improvements
+
+
+def _in_set(allowed: FlakySet | None, line: TestLine | None) -> bool:
+    return allowed is not None and line is not None and within(allowed, line.outcome, line.tiers)
+
+
+def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
+           flaky: Mapping[str, FlakySet] | None = None) -> None:
     scoped = b.teeth_scope != a.teeth_scope  # a scoped teeth ran only some tests: one missing there is not gone
     for test in sorted(set(b.tests) | set(a.tests)):
         bt, at = b.tests.get(test), a.tests.get(test)
@@ -99,17 +127,21 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) 
             cmp.flaky.append(change)
             if bt is not None and bt.outcome == "passed" and not bt.reruns:
                 cmp.regressions.append(change)
-        if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
-            cmp.regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
-        elif bt is None and at is not None and at.outcome in ("failed", "error"):
-            cmp.regressions.append(Change("test", cell, mode, test, "new", at.outcome))
-        elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
-            # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so
-            cmp.regressions.append(Change("test", cell, mode, test, bt.outcome, at.outcome))
-        elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
-            cmp.improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
-        if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
-            cmp.regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
+        allowed = (flaky or {}).get(test)
+        if _in_set(allowed, at) and (bt is None or _in_set(allowed, bt)):
+            continue  # a known-flaky test that stayed within what its rule lists: no change to name
+        regressions, improvements = test_changes(cell, mode, test, bt, at)
+        cmp.regressions += regressions
+        cmp.improvements += improvements
+
+
+def _flaky_passes(counter: str, b: ModeRecord, a: ModeRecord, flaky: Mapping[str, FlakySet] | None) -> int:
+    """Passes the baseline had that are now another outcome within a known_flaky set: no drop in `passed`."""
+    if counter != "passed" or not flaky:
+        return 0
+    return sum(1 for test, allowed in flaky.items()
+               if (bt := b.tests.get(test)) is not None and bt.outcome == "passed"
+               and (at := a.tests.get(test)) is not None and at.outcome != "passed" and _in_set(allowed, at))
 
 
 def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
@@ -154,7 +186,9 @@ def _absent(cmp: Comparison, cell: str, mode: str, b: ModeRecord, scope: Scope |
         cmp.missing.append(Change("missing", cell, mode, None, b.verdict, f"did not run: {why}"))
 
 
-def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Comparison:
+def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
+            flaky: Mapping[tuple[str, str], Mapping[str, FlakySet]] | None = None) -> Comparison:
+    """`flaky`: (cell, mode) -> node id -> the set its known_flaky rule lists (Result.known_flaky)."""
     cmp = Comparison()
     for cell in sorted(set(before.cells) | set(after.cells)):
         b_modes, a_modes = before.cells.get(cell, {}), after.cells.get(cell, {})
@@ -173,12 +207,13 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None) -> Co
                 cmp.regressions.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
             elif b.verdict != "pass" and a.verdict == "pass":
                 cmp.improvements.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
-            _tests(cmp, cell, mode, b, a)
+            _tests(cmp, cell, mode, b, a, (flaky or {}).get((cell, mode)))
             _teeth(cmp, cell, mode, b, a)
             for counter in ("collected", "passed"):
                 if a.teeth_scope != b.teeth_scope and (a.counts.get("collected", 0) or not b.counts.get("collected", 0)):
                     break  # a scoped teeth against an unscoped one: fewer tests by design, but never none at all
-                if a.counts.get(counter, 0) < b.counts.get(counter, 0):
+                if a.counts.get(counter, 0) + _flaky_passes(counter, b, a, (flaky or {}).get((cell, mode))) \
+                        < b.counts.get(counter, 0):
                     cmp.regressions.append(Change("count", cell, mode, counter, b.counts[counter], a.counts[counter]))
             _library(cmp, cell, mode, b, a)  # a provenance change alone is no regression: the report shows it
     order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
@@ -203,6 +238,8 @@ class LibsDiff:
     cells: tuple[str, str]
     cudnn: tuple[list[str], list[str]]  # by-name cuDNN of each side
     tests: list[tuple[str, str, str]]  # (test, left "outcome tiers", right "outcome tiers")
+    # differences that did not reproduce in the confirmation reruns: (test, left runs, right runs), listed apart
+    unconfirmed: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
 
 
 def libs_comparison(run: Baseline, ids: dict[str, dict[str, str]]) -> list[LibsDiff]:

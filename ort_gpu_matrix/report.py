@@ -18,6 +18,7 @@ from typing import Any
 from .baseline import Baseline
 from .compare import Comparison, LibsDiff, Scope, add_stale_rules, compare, libs_comparison
 from .results import Result, ResultError, load
+from .unconfirmed import Unconfirmed, filter_comparison, filter_libs, listed
 
 REPORT_FILES = ("report.md", "report.html")
 GATES = ("all", "regressions")
@@ -36,6 +37,8 @@ class Report:
     errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store, a child)
     interrupted: str | None = None
     baseline_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell, mode) -> pass/fail
+    unconfirmed: list[Unconfirmed] = field(default_factory=list)  # changes a confirmation rerun did not reproduce
+    confirm: int | None = None  # --confirm N of the sweep (None: a report from files, or not asked)
 
     @property
     def failed(self) -> list[Result]:
@@ -86,11 +89,15 @@ class Report:
 
 def build(results: list[Result], baseline: Baseline | None = None, baseline_name: str | None = None,
           skipped: dict[str, str] | None = None, scope: Scope | None = None, gate: str = "all",
-          allow_missing: bool = False, errors: dict[str, str] | None = None, interrupted: str | None = None) -> Report:
+          allow_missing: bool = False, errors: dict[str, str] | None = None, interrupted: str | None = None,
+          confirm: int | None = None) -> Report:
     run = Baseline.of(results)
     ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
                          "suite": r.cell.suite} for r in results}
-    comparison = compare(baseline, run, scope) if baseline is not None else None
+    flaky = {(r.cell.name, r.mode): r.known_flaky for r in results if r.known_flaky}
+    comparison = compare(baseline, run, scope, flaky) if baseline is not None else None
+    if comparison is not None:
+        filter_comparison(comparison, results)
     verdicts = {(c, m): rec.verdict for c, modes in baseline.cells.items() for m, rec in modes.items()} if baseline else {}
     if comparison is not None:
         add_stale_rules(comparison, results)
@@ -101,8 +108,9 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
             after = next(iter(modes.values()))
             if before is not None and before.provenance.get("ort") != after.provenance.get("ort"):
                 changes[cell] = (before.provenance.get("ort"), after.provenance.get("ort"))
-    return Report(results, comparison, libs_comparison(run, ids), baseline_name, changes, dict(skipped or {}), gate,
-                  allow_missing, dict(errors or {}), interrupted, verdicts)
+    return Report(results, comparison, filter_libs(libs_comparison(run, ids), results), baseline_name, changes,
+                  dict(skipped or {}), gate, allow_missing, dict(errors or {}), interrupted, verdicts, listed(results),
+                  confirm)
 
 
 class InputError(Exception):

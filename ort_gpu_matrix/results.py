@@ -30,14 +30,15 @@ from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
 from . import gpus, pollution, typecheck
 from .cells import Cell
+from .confirmed import Confirmation
 from .fsutil import UMASK, copy_atomic, write_json
 from .ortsource import SourceTree
 from .pollution import UNKNOWN, Pollution
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
-SCHEMA_VERSION = 2  # 2: isolation and pollution
-READS = (1, 2)  # a version 1 result reads with isolation "unknown" and no pollution
+SCHEMA_VERSION = 2  # 2: isolation and pollution, known_flaky and confirmation
+READS = (1, 2)  # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation
 T = TypeVar("T")
 
 
@@ -125,6 +126,8 @@ class Result:
     isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
     pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
     tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
+    known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
+    confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -164,6 +167,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
+plain = _plain  # for the sweep's own JSON (sweep.json), which holds parts of results
+
+
 def _build(cls: type[T], data: Any) -> T:
     """A dataclass from its plain form, nested dataclasses and enums included; missing keys take defaults."""
     hints = typing.get_type_hints(cls)
@@ -187,6 +193,9 @@ def _field(hint: Any, value: Any) -> Any:
         return [_build(item, v) for v in value]
     if hint is Status:
         return Status(value)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return [_build(args[0], v) for v in value]
     return value
 
 
@@ -233,6 +242,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         isolation=isolation,
         pollution=polluters,
         tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
+        known_flaky=verdict.known_flaky,
     )
 
 
@@ -255,8 +265,11 @@ def retire_current(results_dir: Path, session: str) -> None:
         pass
 
 
-def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Result:
-    """Write the run's bundle whole, then make it the session's current result. Returns it as stored."""
+def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current: bool = True) -> Result:
+    """Write the run's bundle whole, then make it the session's current result. Returns it as stored.
+
+    `current=False`: a confirmation rerun (confirm.py), kept as a bundle of its own under runs/ and
+    never the session's current result."""
     runs = results_dir / "runs" / result.session
     final = runs / result.run_id
     try:
@@ -283,13 +296,25 @@ def store(results_dir: Path, result: Result, artifacts: dict[str, Path]) -> Resu
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    current = current_path(results_dir, result.session)
+    if not current:
+        return stored
+    path = current_path(results_dir, result.session)
     try:
-        write_json(current, stored.to_dict())
+        write_json(path, stored.to_dict())
     except OSError as exc:
-        raise StoreError(f"the run's bundle is complete in {final}, but {current} could not be written: "
+        raise StoreError(f"the run's bundle is complete in {final}, but {path} could not be written: "
                          f"{exc.strerror or exc}") from None
     return stored
+
+
+def restore(results_dir: Path, result: Result) -> None:
+    """A stored result, amended after its run (its confirmation), written over its bundle's copy and the current one."""
+    try:
+        if result.bundle is not None and Path(result.bundle).is_dir():
+            write_json(Path(result.bundle) / "result.json", result.to_dict())
+        write_json(current_path(results_dir, result.session), result.to_dict())
+    except OSError as exc:
+        raise StoreError(f"cannot store the confirmed result of {result.session}: {exc.strerror or exc}") from None
 
 
 def load(path: Path) -> Result:

@@ -26,6 +26,8 @@ from .baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, 
 from .cells import Cell, cells_of
 from .compare import Comparison, Scope
 from .config.model import Matrix
+from .confirm import DEFAULT as CONFIRM_DEFAULT
+from .confirm import confirm
 from .errors import MatrixError, anywhere
 from .fsutil import unwritable, write_atomic
 from .harness import run_cell
@@ -33,11 +35,11 @@ from .host import Resolved, check
 from .overlap import own_workers
 from .render import html, markdown
 from .report import GATES, Report, build
-from .results import Result, StoreError, current_path
+from .results import Result, StoreError, current_path, plain
 from .room import Room
 from .venvs import BuildError
 
-SWEEP_VERSION = 2
+SWEEP_VERSION = 3  # 3: confirm, unconfirmed, confirmation (the reruns), libs_unconfirmed
 RERUN_PLUGIN = "pytest-rerunfailures"
 
 
@@ -80,6 +82,7 @@ class Options:
     allow_missing: bool = False
     replace: bool = False  # --save-baseline writes exactly this sweep's records, dropping what it did not run
     accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
+    confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of each mode's regressed tests before they count (confirm.py)
 
 
 @dataclass
@@ -229,9 +232,15 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
                                        lambda job: room.pytest_args(own_workers(job, posargs)) if room else [])
         results += found
+    if opts.confirm and not child and interrupted is None and results:
+        try:
+            results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log, echo)
+        except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
+            log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
     report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
-                   allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted)
+                   allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted,
+                   confirm=None if child else opts.confirm)
     outcome = SweepOutcome(report, errors, interrupted=interrupted)
     if child:
         return outcome
@@ -327,6 +336,11 @@ def _document(matrix: Matrix, outcome: SweepOutcome, started: str) -> dict[str, 
                    "result": str(current_path(results_dir, r.session)), "bundle": r.bundle} for r in report.results],
         "already_failing": [r.session for r in report.already_failing],
         **cmp, "skipped": report.skipped, "errors": outcome.errors,
+        "confirm": report.confirm,
+        "unconfirmed": [u.to_dict() for u in report.unconfirmed],
+        "libs_unconfirmed": [{"mode": d.mode, "cells": list(d.cells), "test": t, "left": a, "right": b}
+                             for d in report.libs for t, a, b in d.unconfirmed],
+        "confirmation": {r.session: plain(r.confirmation) for r in report.results if r.confirmation is not None},
     }
 
 

@@ -21,6 +21,7 @@ from ort_matrix_probe.schema import Audit, ProbeReport
 from . import tierrules
 from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from .elf import kind
+from .flakes import judged
 from .junit import JunitCounts
 from .kernels import CUDNN
 from .ortsource import SourceTree, skew
@@ -163,6 +164,7 @@ class Verdict:
     reruns: dict[str, int] = field(default_factory=dict)  # node id -> failed attempts rerun, where any
     stale_rules: list[StaleRule] = field(default_factory=list)
     tier_breaks: list[tierrules.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
+    known_flaky: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # node id -> the set its rule lists
 
 
 @dataclass(frozen=True)
@@ -336,12 +338,13 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
         out.reasons.append("nothing passed" + (f" ({counts.skipped} skipped)" if counts.skipped else ""))
     elif counts.passed < expect.min_passed:
         out.reasons.append(f"only {counts.passed} passed, min_passed is {expect.min_passed}")
-    bad_skips = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "skipped"
+    flaky = _flaky(expect, tests, out)
+    bad_skips = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "skipped" and t.nodeid not in flaky
                  and not any(re.search(p, t.message) for p in expect.allowed_skips)]
     if bad_skips:
         out.reasons.append(f"{len(bad_skips)} skip(s) not in allowed_skips: {_listing(bad_skips)}")
-    bad = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
-           if t.outcome in ("failed", "error") and not _matches(expect.known_failures, t.nodeid)]
+    bad = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests if t.nodeid not in flaky
+           and t.outcome in ("failed", "error") and not _matches(expect.known_failures, t.nodeid)]
     if bad:
         out.reasons.append(f"{len(bad)} unexpected failure(s): {_listing(bad)}")
     out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")],
@@ -357,6 +360,20 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     return out
 
 
+def _flaky(expect: DispatchExpect, tests: list[TestResult], out: Findings) -> set[str]:
+    """The tests a known_flaky rule accepts as they ran (judged by nothing else); a reason for those outside
+    their rule's set; a stale rule for each rule no test matched."""
+    matched = [t for t in tests if any(re.search(r.test, t.nodeid) for r in expect.known_flaky)]
+    accepted, outside, _ = judged(expect.known_flaky, matched)
+    if outside:
+        out.reasons.append(f"{len(outside)} known-flaky test(s) did what their rule does not list: {_listing(outside)}")
+    for rule in expect.known_flaky:
+        if not any(re.search(rule.test, t.nodeid) for t in tests):
+            out.stale.append(StaleRule("known_flaky", rule.test, rule.reason, GONE,
+                                       tuple(o.cell for o in rule.observed), ""))
+    return accepted | {t.nodeid for t in matched}
+
+
 def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts, prior: Dispatch | None) -> Findings:
     """teeth: the canary must bite, with exactly the verbatim message, and bite every cuDNN test.
 
@@ -364,9 +381,10 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     """
     assert isinstance(expect, TeethExpect)
     out = Findings()
+    flaky = _flaky(expect, tests, out)
     bitten = {t.nodeid for t in tests if t.outcome == "failed" and first_line(t.message) == expect.message}
     other = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
-             if t.outcome in ("failed", "error") and t.nodeid not in bitten
+             if t.outcome in ("failed", "error") and t.nodeid not in bitten and t.nodeid not in flaky
              and not _matches(expect.known_failures, t.nodeid)]
     if not any(t.outcome in ("failed", "error") for t in tests):
         out.reasons.append("canary has no teeth: nothing failed with MATH forced")
@@ -389,7 +407,7 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     if not cudnn_tests:  # MATH forced everywhere, or a suite that never reaches cuDNN: a bite proves nothing
         out.reasons.append(NOTHING_TO_COVER)
     toothless = [n for n in cudnn_tests if n not in bitten]
-    declared = [n for n in toothless if _matches(expect.known_toothless, n)]
+    declared = [n for n in toothless if _matches(expect.known_toothless, n) or n in flaky]
     undeclared = [n for n in toothless if n not in declared]
     if undeclared:
         out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
@@ -514,7 +532,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
-                   stale, found.tier_breaks)
+                   stale, found.tier_breaks, judged(expect.known_flaky, tests)[2])
 
 
 def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:

@@ -1,6 +1,6 @@
 """`nox -s calibrate`: run (or read) cells and write the expectations that accept today's outcome, for review.
 
-    nox -s calibrate -- [SELECT ...] [--write PATH] [--from DIR ...] [--force] [--keep-stale]
+    nox -s calibrate -- [SELECT ...] [--write PATH] [--from DIR ...] [--force] [--keep-stale] [--runs N]
 
 SELECT picks cells as `nox -s sweep -- --select` does (cell names, mode session names, tags); each
 chosen cell runs in all its modes. The session succeeds once the file is written, whatever the
@@ -24,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="read the results in DIR instead of running (repeatable)")
     p.add_argument("--force", action="store_true", help="replace a file that is not the suite's expect_file")
     p.add_argument("--keep-stale", action="store_true", help="keep the rules that matched nothing")
+    p.add_argument("--runs", type=int, default=2, metavar="N",
+                   help="run each mode N times (N >= 2, default 2): a test that differs between runs gets known_flaky")
     return p
 
 
@@ -49,7 +51,7 @@ def register(nox: Any, default_matrix: Path) -> None:
             outcome = engine(load_matrix(matrix_file, overrides), args.select,
                              write=here / args.write if args.write else None,
                              from_dirs=[here / d for d in args.from_dirs], force=args.force,
-                             keep_stale=args.keep_stale, log=session.log, echo=print)
+                             keep_stale=args.keep_stale, log=session.log, echo=print, rounds=args.runs)
         except (MatrixError, SelectionError, CalibrateError) as exc:
             session.error(f"calibrate: {exc}")
             return

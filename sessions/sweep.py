@@ -2,7 +2,7 @@
 
     nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--gate all|regressions]
                     [--allow-missing] [--save-baseline NAME [--replace] [--accept-regressions]]
-                    [--rerun-failures N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [-- PYTEST_ARGS ...]
+                    [--rerun-failures N] [--confirm N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [-- PYTEST_ARGS ...]
     nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--gate all|regressions] [--allow-missing] [--out DIR]
 """
 from __future__ import annotations
@@ -42,6 +42,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--accept-regressions", action="store_true",
                        help="with --baseline X --save-baseline X: save even though this sweep regressed against X")
         p.add_argument("--rerun-failures", type=_count, default=0, metavar="N")
+        p.add_argument("--confirm", type=_count, default=2, metavar="N",
+                       help="rerun each mode's regressed and unexpectedly failing tests N times before they count "
+                            "(default 2; 0: off)")
         p.add_argument("--gpus", metavar="0,1|all", help="mode runs in parallel, one per GPU at a time, as child processes")
         p.add_argument("--slots-per-gpu", default="auto", metavar="N|auto",
                        help="with --gpus: N mode runs per GPU at once (default auto: decided from the GPU's free "
@@ -87,7 +90,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
 
         args, pytest_args = _args(session, "sweep")
         opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
-                       args.accept_regressions)
+                       args.accept_regressions, args.confirm)
         try:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)

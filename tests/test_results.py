@@ -63,3 +63,13 @@ def test_a_result_written_before_stale_rules_existed_still_reads(stored, tmp_pat
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     assert load(old).stale_rules == []
+
+
+def test_a_version_1_result_still_reads_without_flaky_sets_or_confirmation(stored, tmp_path):
+    data = json.loads((stored.results_dir / f"{CELL}-teeth.json").read_text())
+    data["schema_version"] = 1
+    del data["known_flaky"], data["confirmation"]
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(data))
+    result = load(old)
+    assert result.schema_version == 1 and result.known_flaky == {} and result.confirmation is None

@@ -27,6 +27,7 @@ from ..tiernames import tier_name_problem
 from .duplicates import duplicate
 from .model import (
     BACKENDS,
+    FLAKY_OUTCOMES,
     ID_PATTERN,
     ISOLATIONS,
     LOADERS,
@@ -34,6 +35,7 @@ from .model import (
     PYTHON_PATTERN,
     TEETH_SCOPES,
     DispatchExpect,
+    FlakyRule,
     Libs,
     Matrix,
     Ort,
@@ -335,7 +337,23 @@ def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, 
                 problem = tier_name_problem(name)
                 if problem:
                     r.bad(f"{prefix}.{mode}.tiers[{i}].only[{j}]", *problem)
+        _flaky_rules(r, f"{prefix}.{mode}.known_flaky", expect.known_flaky)
     return out
+
+
+def _flaky_rules(r: Reader, key: str, rules: tuple[FlakyRule, ...]) -> None:
+    """Each known_flaky entry lists at least one outcome, each a pytest outcome, and tiers as SdpaKernel names."""
+    for i, rule in enumerate(rules):
+        if not rule.outcomes:
+            r.bad(f"{key}[{i}].outcomes", "is empty: a flaky rule lists every outcome the test may take",
+                  'write outcomes = ["passed", "failed"]')
+        for j, outcome in enumerate(rule.outcomes):
+            r.choice(f"{key}[{i}].outcomes[{j}]", outcome, FLAKY_OUTCOMES, "a pytest outcome",
+                     f"use some of: {', '.join(FLAKY_OUTCOMES)}")
+        for j, tier in enumerate(rule.tiers):
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", tier):
+                r.bad(f"{key}[{i}].tiers[{j}]", f"{shown(tier)} is not an SdpaKernel tier name",
+                      'write tiers as ORT prints them, e.g. ["EFFICIENT_ATTENTION", "FLASH_ATTENTION"]')
 
 
 def _merge_expect_file(r: Reader, path: Path, key: str, inline: dict[str, Any],

@@ -200,13 +200,34 @@ class TierRule:
     reason: str = key("why: what the tests are meant to run, or a finding to report upstream", "")
     observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
                                             "no test that passed is stale only in the cells it was seen in", ())
+FLAKY_OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+
+
+@dataclass(frozen=True)
+class FlakyRule:
+    """A test whose outcome or tiers differed between runs of one mode: every outcome and tier it showed."""
+
+    test: str = key("a regex searched in the node id", "", required=True, regex=True)
+    outcomes: tuple[str, ...] = key("every outcome it may take (passed, failed, skipped, error, xfailed, xpassed)",
+                                    (), required=True, example='["passed", "failed"]',
+                                    pattern=f"^({'|'.join(FLAKY_OUTCOMES)})$")
+    tiers: tuple[str, ...] = key("every SdpaKernel tier it may dispatch (each run's tiers must be among them)", (),
+                                 example='["EFFICIENT_ATTENTION", "FLASH_ATTENTION"]')
+    reason: str = key("why (calibrate writes the first line of a failure, cut to about 200 characters)", "",
+                      required=True)
+    runs: tuple[str, ...] = key("what each calibrated run gave, as evidence for review (not judged)", ())
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "nothing is stale only in the cells it was seen in", ())
 
 
 @dataclass(frozen=True)
 class DispatchExpect:
-    """What every mode checks: known failures and the dispatch rules."""
+    """What every mode checks: known failures, known flakes and the dispatch rules."""
 
     known_failures: tuple[Rule, ...] = key("failures and errors that do not fail the verdict", ())
+    known_flaky: tuple[FlakyRule, ...] = key("tests that may take any outcome and tier their rule lists; anything "
+                                             "else fails the verdict, and a change within the set is no regression",
+                                             ())
     require_kernel: str | None = key("at least one test (in dispatch_tests) dispatched it", None,
                                      example='"CUDNN_FLASH_ATTENTION"')
     forbid_kernels: tuple[str, ...] = key("no test in dispatch_tests dispatched these", ())

@@ -12,7 +12,20 @@ import typing
 from typing import Any
 
 from ..modes import SPECS
-from .model import ExcludeEntry, IncludeEntry, KeySpec, Libs, Ort, Rule, Settings, Suite, TierRule, Torch, keys_of
+from .model import (
+    ExcludeEntry,
+    FlakyRule,
+    IncludeEntry,
+    KeySpec,
+    Libs,
+    Ort,
+    Rule,
+    Settings,
+    Suite,
+    TierRule,
+    Torch,
+    keys_of,
+)
 
 OUT = "docs/reference/matrix-toml.md"
 
@@ -114,6 +127,10 @@ def reference() -> str:
                  "it may dispatch are the intersection of their `only` lists. A rule that matches no test that "
                  "passed is stale. Teeth does not read `tiers` (MATH is forced there); see "
                  "[the guide](../guide.md#tier-rules).")
+    out += table(FlakyRule, "known_flaky entries",
+                 "Written by `nox -s calibrate` for a test whose outcome or tiers differed between its runs. A long "
+                 "entry is written as a `[[expect.<mode>.known_flaky]]` table, so no line of the file passes 300 "
+                 "characters.")
     out += table(IncludeEntry, "[pairing] include = [{ ... }]",
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",

@@ -18,6 +18,7 @@ from ..modes import MODES, SPECS
 from .model import (
     ID_PATTERN,
     ExcludeEntry,
+    FlakyRule,
     IncludeEntry,
     Libs,
     Observation,
@@ -101,7 +102,8 @@ def _ids(ref: str) -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     expect = {"type": "object", "additionalProperties": False, "description": "what each mode expects",
               "properties": {m.value: {"$ref": f"#/$defs/{s.expect_type.__name__}"} for m, s in SPECS.items()}}
-    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, Observation, IncludeEntry, ExcludeEntry)}
+    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, FlakyRule, Observation,
+                                           IncludeEntry, ExcludeEntry)}
     defs |= {s.expect_type.__name__: table(s.expect_type) for s in SPECS.values()}
     defs["Suite"] = table(Suite, {"expect": expect})
     return {

@@ -73,6 +73,14 @@ def render(report: Report) -> str:
     sections = change_sections(report)
     for title, changes in sections[:1]:
         out += _section(title, changes, always=True)
+    if report.unconfirmed:
+        out += ["", f"## Not reproduced ({len(report.unconfirmed)})", "",
+                "Changes a confirmation rerun did not reproduce: listed apart, failing no gate. Runs: the first, "
+                "then each rerun.", ""]
+        out += [f"- **{esc(u.cell)} {esc(u.mode)}** `{esc(clip(u.test))}` ({esc(', '.join(u.checks))}): "
+                f"{esc(clip(' | '.join(u.runs)))}" for u in report.unconfirmed[:ROWS]]
+        if len(report.unconfirmed) > ROWS:
+            out.append(f"- and {len(report.unconfirmed) - ROWS} more (every row is in sweep.json)")
     if report.gate == "regressions" and report.already_failing:
         out += ["", f"## Already failing in the baseline ({len(report.already_failing)})", "",
                 "These modes failed in the baseline too; `--gate regressions` lists them without failing.", ""]
@@ -111,6 +119,10 @@ def render(report: Report) -> str:
         out += [f"  - {esc(clip(t))}: {esc(a)} vs {esc(b)}" for t, a, b in d.tests[:LISTED]]
         if len(d.tests) > LISTED:
             out.append(f"  - and {len(d.tests) - LISTED} more")
+        if d.unconfirmed:
+            out.append(f"  - not reproduced ({len(d.unconfirmed)}), not named as differences:")
+            out += [f"    - {esc(clip(t))}: {esc(' | '.join(a))} vs {esc(' | '.join(b))}"
+                    for t, a, b in d.unconfirmed[:LISTED]]
     failing = report.failed if report.gate == "all" else report.new_failures
     if failing:
         out += ["", "## Failing modes", ""]

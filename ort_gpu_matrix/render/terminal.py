@@ -55,6 +55,11 @@ def render(report: Report) -> str:
             lines += [f"  {clip(c.line())}" for c in g.changes[:LISTED]]
             if g.rows > LISTED:
                 lines.append(f"  and {g.rows - LISTED} more (every row is in sweep.json)")
+    if report.unconfirmed:
+        lines.append(f"\nnot reproduced ({len(report.unconfirmed)}), listed apart, failing no gate:")
+        lines += [f"  {clip(u.line())}" for u in report.unconfirmed[:LISTED]]
+        if len(report.unconfirmed) > LISTED:
+            lines.append(f"  and {len(report.unconfirmed) - LISTED} more (every row is in sweep.json)")
     if report.gate == "regressions" and report.already_failing:
         lines.append(f"\nalready failing in the baseline ({len(report.already_failing)}), listed, not failing:")
         lines += [f"  {r.session}: {clip('; '.join(r.reasons))}" for r in report.already_failing]
@@ -74,6 +79,9 @@ def render(report: Report) -> str:
         lines += [f"    {clip(t)}: {a} | {b}" for t, a, b in d.tests[:LISTED]] or ["    every test had the same outcome and tiers"]
         if len(d.tests) > LISTED:
             lines.append(f"    and {len(d.tests) - LISTED} more")
+        if d.unconfirmed:
+            lines.append(f"    not reproduced ({len(d.unconfirmed)}), not named as differences:")
+            lines += [f"      {clip(t)}: {' | '.join(a)} vs {' | '.join(b)}" for t, a, b in d.unconfirmed[:LISTED]]
     verdict = "OK" if report.ok else "FAILED"
     lines.append(f"\n{gate_text(report)}")
     lines.append(f"sweep {verdict}: {len(report.failed)} failing mode(s), "
