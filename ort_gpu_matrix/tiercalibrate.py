@@ -67,7 +67,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
         elsewhere = [o for o in rule.observed if o.cell not in calibrated]
         if not hits and not elsewhere and drop_stale(rule):
             continue
-        broken = [b for r in runs for b in breaks_of(rule, r.tests)]
+        broken = {b.nodeid for r in runs for b in breaks_of(rule, r.tests)}  # a test broken in two runs counts once
         if broken:
             say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
                 "widens a rule (edit or remove it if the change is intended)")
