@@ -23,9 +23,11 @@ from ort_gpu_matrix.verdicts import (
     judge_counts,
     judge_teeth,
     library_audit,
-    tests_of as read_tests,
 )
 from ort_gpu_matrix.verdicts import TestResult as T
+from ort_gpu_matrix.verdicts import (
+    tests_of as read_tests,
+)
 
 CUDNN, MATH, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "FLASH_ATTENTION"
 
