@@ -194,3 +194,11 @@ def test_a_teeth_table_with_toothless_tests():
 def test_an_observation_without_a_version():
     assert seen("c1", "normal", [], ort=None).observation == Observation("c1", "unknown", "2026-12-01")
     assert seen("c1", "normal", [], ort="").observation.ort == "unknown"
+
+
+def test_a_mode_no_cell_of_the_suite_runs_counts_as_complete_and_stale_rules_name_every_cell():
+    old = suite(normal={"known_failures": (Rule("t::gone", "r"),)})
+    runs = [seen(c, "normal", [T("t::a", "passed", "", ())], s=old) for c in ("c2", "c1")]
+    c, said = calib(runs, old={"normal": {"known_failures"}}, cells={})
+    assert c.table("normal").rules == {}
+    assert said == ["dropped stale rule: normal known_failures 't::gone' (r): it matched nothing in c1, c2"]

@@ -146,8 +146,12 @@ def test_baseline_names_and_paths(tmp_path, monkeypatch):
     for bad in ("", "../x", "a/b", ".hidden", "a..b", "-x", "a b"):
         with pytest.raises(BaselineError, match=r"a baseline name is letters, digits"):
             check_name(bad)
-    with pytest.raises(BaselineError, match=r"^--baseline 'a/b'"):
+    with pytest.raises(BaselineError) as err:
         check_name("a/b", "--baseline")
+    assert str(err.value) == ("--baseline 'a/b': a baseline name is letters, digits, '.', '_', '+' and '-', starting "
+                              "with a letter or digit (no '/', no '..', not empty); it is saved as baselines/NAME.json")
+    with pytest.raises(BaselineError, match=r"^--baseline 'a\.\.b': "):
+        resolve_baseline("a..b", m)
     with pytest.raises(BaselineError, match=r"^--save-baseline '\.\.'"):
         save_path("..", m)
     assert check_name("9") == "9"

@@ -237,3 +237,22 @@ def test_the_loaders_promises_in_the_audit(tmp_path):
     assert library_audit({"tests": {}, "audits": [a]}, (pin,), venv)[1] == [  # type: ignore[arg-type]
         f"the pinned {pin} was never mapped in the test process (pid 7): the libs set's loader (preload) "
         "did not load it, so nothing was pinned"]
+
+
+def test_a_report_without_some_keys_reads_as_empty():
+    assert read_tests({"collection": [{"nodeid": "x.py", "outcome": "error"}]}) == [T("x.py", "error", "", ())]
+    assert read_tests({"tests": {"t::a": {"outcome": "passed"}}}) == [T("t::a", "passed", "", ())]
+    assert collected_of({"tests": {}}, 4) == 4  # type: ignore[arg-type]
+
+
+def test_a_known_failure_that_matches_only_an_error_is_not_stale():
+    tests = [T("t::ok", "passed", "", ()), T("t::e", "error", "E", ())]
+    assert judged(PassExpect(known_failures=(rule("t::e"),)), tests).stale == []
+
+
+def test_expectation_reasons_pass_the_prior_census_to_the_judge():
+    tests = [BITE, T("t::b", "passed", "", ())]
+    prior = Dispatch({"t::a": [CUDNN], "t::b": [CUDNN]})
+    assert expectation_reasons(judge_teeth, TeethExpect(), tests, count(None, tests, 2), prior) == [
+        f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim message when "
+        "MATH was forced: t::b"]
