@@ -155,3 +155,8 @@ def test_baseline_names_and_paths(tmp_path, monkeypatch):
     with pytest.raises(BaselineError, match=r"^--save-baseline '\.\.'"):
         save_path("..", m)
     assert check_name("9") == "9"
+
+
+def test_the_first_character_past_the_surrogates_is_kept():
+    assert ef.string("\ue000\ud7ff") == '"\ue000\ud7ff"' and ef.literal_regex("\ue000") == "^\ue000$"
+    assert ef.comment("\ue000") == "\ue000"
