@@ -125,3 +125,14 @@ def test_by_name_reported_version_mapped_files_and_audit(tmp_path, monkeypatch):
     a = au.audit()
     assert a["onnxruntime_file"] == os.path.realpath(onnxruntime.__file__)
     assert a["onnxruntime_version"] == onnxruntime.__version__ == au.imported_version()
+
+
+def test_a_window_leaves_no_file_descriptor_open(capfd):
+    tap = Fd1Tap(lambda data, cuda: None)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        tap.enter(True)
+        os.write(1, b"SdpaKernel=MATH\n")
+        tap.exit()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    capfd.readouterr()
