@@ -141,3 +141,22 @@ def test_the_target_changes_with_every_fingerprint_field(env):
     assert libsets.target(matrix, Libs(id="p", pip=("a==2",)), (str(house),)) != a
     assert libsets.target(matrix, Libs(id="p", pip=("a==1",)), ()) != a
     assert libsets.state(matrix, Libs(id="p", pip=("a==1",)), (str(house),)) == f"not installed yet ({a})"
+
+
+def test_the_shortest_path_wins_whatever_its_dir_is_called(tmp_path):
+    for rel in ("nvidia/cuda_runtime/lib/libcudart.so.13", "nvidia/z/lib/libcudart.so.13",
+                "nvidia/cudnn/lib/libcudnn.so.10", "nvidia/cudnn/lib/libcudnn.so.9"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    assert libsets.files_in(tmp_path) == (str(tmp_path / "nvidia/z/lib/libcudart.so.13"),
+                                          str(tmp_path / "nvidia/cudnn/lib/libcudnn.so.9"))
+
+
+def test_a_fingerprint_whose_files_are_no_list_is_reinstalled_and_the_lock_sits_beside_the_set(env):
+    matrix, house = env
+    pip = [wheel(house, "nvidia-cudnn-cu13", [CUDNN])]
+    where, _ = ensure(matrix, house, pip)
+    assert Path(str(where) + ".lock").exists()
+    fp = json.loads((where / libsets.FINGERPRINT).read_text())
+    (where / libsets.FINGERPRINT).write_text(json.dumps({**fp, "files": {f: 1 for f in fp["files"]}}))
+    assert ensure(matrix, house, pip)[1][0].startswith("reinstalling")
