@@ -4,6 +4,7 @@ nox run). File names decide what a library is (elf.kind), so the wheels hold sma
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from test_index import _write_wheel
 from ort_gpu_matrix import libsets
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Libs
-from ort_gpu_matrix.venvs import BuildError
+from ort_gpu_matrix.venvs import BuildError, find_uv
 
 
 def wheel(house: Path, name: str, files: list[str]) -> str:
@@ -94,6 +95,8 @@ def test_a_runtime_only_set_is_accepted_pinned_and_reused(env):
     assert recorded == {"fingerprint": {"pip": pip, "wheelhouse": [str(house)], "offline": True},
                         "files": [str((where / RUNTIME).resolve())]}
     assert len(logged) == 1 and logged[0].startswith("installing libs set p (1 wheels)… $ ")
+    cmd = shlex.split(logged[0].split("$ ", 1)[1])
+    assert cmd[:3] == [find_uv(), "pip", "install"] and "--target" in cmd and "--no-index" in cmd  # uv, offline
     assert libsets.state(matrix, Libs(id="p", pip=tuple(pip)), (str(house),)) == f"installed ({where})"
     again, logged = ensure(matrix, house, pip)
     assert again == where and logged == [f"reusing libs set p ({where})"]
