@@ -120,7 +120,7 @@ def summary(globs: list[str]) -> int:
         bad += score < GOAL or c["not checked"] > 0
         rows.append(module)
         print(f"| {module} | {total} | {c['killed']} | {c['survived']} | {c['no tests']} | {c['timeout']} | "
-              f"{c['equivalent']} | {c['not checked']} | {score:.1%} |")
+              f"{c['equivalent']} | {c['not checked']} | {f'{score:.1%}' if counted else 'not run'} |")
         other = set(c) - {"killed", "survived", "no tests", "timeout", "equivalent", "caught by type check",
                           "not checked"}
         if other:
