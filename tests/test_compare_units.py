@@ -32,7 +32,8 @@ def ch(kind, test, before, after, mode="normal", cell=C) -> dict:
     return {"kind": kind, "cell": cell, "mode": mode, "test": test, "before": before, "after": after}
 
 
-EMPTY = {k: [] for k in ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected")}
+EMPTY = {k: [] for k in ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected",
+                                "notes")}
 
 
 def test_equal_runs_compare_empty():
