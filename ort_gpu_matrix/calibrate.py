@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import expectfile
+from . import expectfile, progress, scheduler
 from .cells import Cell, cells_of
 from .config.loader import read_toml, suite_expect
 from .config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
@@ -43,6 +43,7 @@ from .harness import run_cell
 from .host import Resolved, check
 from .kernels import CUDNN, MATH, TEETH_MESSAGE
 from .modes import MODES, spec
+from .render.live import Display
 from .report import InputError, gather
 from .results import Result, StoreError
 from .sweep import select
@@ -345,9 +346,11 @@ def _as_run(matrix: Matrix, cell: Cell, say: Say) -> Cell:
     return dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, expect_file=None))
 
 
-def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say) -> list[Seen]:
+def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say,
+        display: Display | None = None) -> list[Seen]:
     """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
-    tag (calibrating without it would drop what it needs), and is skipped when no selector was given."""
+    tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
+    With a `display`, the runs are watched as a sweep's are (progress.py)."""
     runnable: list[tuple[Cell, Resolved]] = []
     for cell in chosen:
         cell = _as_run(matrix, cell, say)
@@ -360,14 +363,27 @@ def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: S
             continue
         runnable.append((cell, resolved))
     seen = []
-    for cell, resolved in runnable:
-        log(f"calibrate: {cell.name} ({', '.join(cell.modes)})")
-        try:
-            results = run_cell(matrix, cell, resolved, cell.modes, [], {}, log, echo)
-        except (BuildError, StoreError, MatrixError) as exc:
-            raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
-        seen += [s for s in (_seen(cell, r, [], say) for r in results) if s is not None]
+    results_dir = matrix.workspace.results_dir
+    watch = None if display is None else progress.Watch(
+        scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir), (), display, results_dir)
+    try:
+        for cell, resolved in runnable:
+            if watch is None:
+                log(f"calibrate: {cell.name} ({', '.join(cell.modes)})")
+            try:
+                results = run_cell(matrix, cell, resolved, cell.modes, [], {}, log if watch is None else watch.detail,
+                                   echo if watch is None else _quiet, watch)
+            except (BuildError, StoreError, MatrixError) as exc:
+                raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
+            seen += [s for s in (_seen(cell, r, [], say) for r in results) if s is not None]
+    finally:
+        if watch is not None:
+            watch.close()
     return seen
+
+
+def _quiet(line: str) -> None:
+    """pytest's output of a watched calibration: already in each run's pytest.log."""
 
 
 def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
@@ -464,7 +480,8 @@ def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, Dis
 
 
 def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),
-              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print) -> Outcome:
+              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print,
+              display: Display | None = None) -> Outcome:
     """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
     out = Outcome()
     say = out.lines.append
@@ -472,7 +489,7 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     chosen = [c for c, _ in select(cells, selectors)]
     suites = {c.suite.id: c.suite for c in chosen}
     paths = targets(matrix, suites, write, force)
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo)
+    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, display)
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))

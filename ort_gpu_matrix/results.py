@@ -119,6 +119,8 @@ class Result:
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
+    expected: dict[str, str] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

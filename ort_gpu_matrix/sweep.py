@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import scheduler
+from . import progress, scheduler
 from .baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
 from .cells import Cell, cells_of
 from .compare import Comparison, Scope
@@ -31,6 +31,7 @@ from .fsutil import unwritable, write_atomic
 from .harness import run_cell
 from .host import Resolved, check
 from .render import html, markdown
+from .render.live import Display
 from .report import GATES, Report, build
 from .results import Result, StoreError, current_path
 from .venvs import BuildError
@@ -193,8 +194,13 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
 def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
         opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
         slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
-        child: bool = False, earlier: dict[str, Result] | None = None) -> SweepOutcome:
+        child: bool = False, earlier: dict[str, Result] | None = None,
+        display: Display | None = None) -> SweepOutcome:
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
+
+    With a `display`, the runs are watched (progress.py): one line as each starts and ends, pytest's
+    output only in each run's log, the harness's own lines in sweep-logs/sweep.log. Without one, the
+    harness's lines go to `log` and pytest's output to `echo`, as a cell session streams them.
 
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
     report, sweep.json or baseline: the parent does, once every child is done.
@@ -206,21 +212,34 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     results: list[Result] = []
     errors = dict(plan.errors)
     in_slots: list[tuple[Cell, tuple[str, ...]]] = []
-    for cell, modes, resolved in plan.runnable:
-        if slots:
-            in_slots.append((cell, modes))
-            continue
-        log(f"sweep: {cell.name} ({', '.join(modes)})")
-        try:
-            results += run_cell(matrix, cell, resolved, modes, posargs, earlier, log, echo)
-        except (BuildError, StoreError, MatrixError) as exc:
-            errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
-                                 if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
-            log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+    serial = [(cell, modes) for cell, modes, _ in plan.runnable] if not slots else []
+    watch = progress.Watch(scheduler.jobs_of(serial, matrix.workspace.results_dir), (), display,
+                           matrix.workspace.results_dir) if display is not None and serial and not child else None
+    try:
+        for cell, modes, resolved in plan.runnable:
+            if slots:
+                in_slots.append((cell, modes))
+                continue
+            if watch is None:
+                log(f"sweep: {cell.name} ({', '.join(modes)})")
+            try:
+                results += run_cell(matrix, cell, resolved, modes, posargs, earlier,
+                                    log if watch is None else watch.detail,
+                                    echo if watch is None else _quiet, watch)
+            except (BuildError, StoreError, MatrixError) as exc:
+                errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
+                                     if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
+                log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+                if watch is not None:
+                    watch.not_run(cell.name, errors[cell.name])
+    finally:
+        if watch is not None:
+            watch.close()
     interrupted = None
     if in_slots:
         assert noxfile is not None
-        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log)
+        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
+                                       None if child else display)
         results += found
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
     report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
@@ -282,16 +301,25 @@ def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
         log(f"warning: {warning}")
 
 
+def _quiet(line: str) -> None:
+    """pytest's output of a watched sweep: already in the run's pytest.log, not on the terminal."""
+
+
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
               child_args: Sequence[str], errors: dict[str, str],
-              log: Callable[[str], None]) -> tuple[list[Result], str | None]:
+              log: Callable[[str], None], display: Display | None = None) -> tuple[list[Result], str | None]:
     """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of(runnable, results_dir)
     order, makespan = scheduler.plan(jobs, len(slots))
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
-    stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                            args_for=lambda job: scheduler.census_args(job, results_dir, log))
+    watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
+    try:
+        stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
+                                args_for=lambda job: scheduler.census_args(job, results_dir, log), events=watch)
+    finally:
+        if watch is not None:
+            watch.close()
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:
