@@ -76,7 +76,7 @@ class Watch:
         self.done: set[Job] = set()
         self.running: set[Job] = set()
         self._detail: IO[str] | None = None
-        self.detail_path = results_dir / "sweep-logs" / "sweep.log"
+        self.detail_path = results_dir / "sweep.log"
         display.start(self)
 
     # -- what the display asks
@@ -149,7 +149,7 @@ class Watch:
         self.display.refresh()
 
     def detail(self, line: str) -> None:
-        """What the harness says as it goes (venvs, commands): --verbose shows it; here it goes to sweep.log."""
+        """What the harness says as it goes (venvs, commands): --verbose shows it; here it goes to <results>/sweep.log."""
         try:
             if self._detail is None:
                 self.detail_path.parent.mkdir(parents=True, exist_ok=True)

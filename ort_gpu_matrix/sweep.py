@@ -199,7 +199,7 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
 
     With a `display`, the runs are watched (progress.py): one line as each starts and ends, pytest's
-    output only in each run's log, the harness's own lines in sweep-logs/sweep.log. Without one, the
+    output only in each run's log, the harness's own lines in <results>/sweep.log. Without one, the
     harness's lines go to `log` and pytest's output to `echo`, as a cell session streams them.
 
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no

@@ -308,8 +308,8 @@ def test_a_killed_sweep_takes_its_children_with_it_and_the_next_start_removes_th
     assert nxt.returncode == 0, nxt.stdout[-3000:]
     assert not any(d.exists() for d in dirs)
     for d in dirs:
-        # a watched sweep keeps the harness's own lines in sweep-logs/sweep.log (--verbose streams them)
-        assert f"removed {d}: the run that made it was killed\n" in (results / "sweep-logs" / "sweep.log").read_text()
+        # a watched sweep keeps the harness's own lines in sweep.log (--verbose streams them)
+        assert f"removed {d}: the run that made it was killed\n" in (results / "sweep.log").read_text()
     assert live.is_dir()  # a live process's dir is never touched
     assert [p.name for p in tmp.iterdir()] == [live.name]  # the next run removed its own dir, as always
 

@@ -46,10 +46,10 @@ def cell_text(r: Result | None) -> str:
 
 def legend(report: Report) -> list[str]:
     """What the grid's words mean: which outcomes were expected, which were not."""
-    lines = ["passed/failed/skipped; in brackets, how many of the failures, skips and toothless tests were",
-             LEGEND[UNEXPECTED] + ", and how many " + LEGEND[EXPECTED]]
+    lines = ["counts are passed/failed/skipped; in brackets, the failures, skips and toothless tests by kind:",
+             "  " + LEGEND[UNEXPECTED], "  " + LEGEND[EXPECTED]]
     if any(r.expected is None for r in report.results):
-        lines.append(LEGEND[UNKNOWN])
+        lines.append("  " + LEGEND[UNKNOWN])
     return lines
 
 
