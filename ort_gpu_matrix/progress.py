@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from .expected import tally_text
 from .render.escape import term
 from .render.live import Display
 from .results import Result
@@ -180,7 +181,9 @@ class Watch:
         if result is not None:
             c = result.counts
             word = result.verdict.value.upper()
-            self.display.line(f"{word:<6} {job.session}  {c.passed}/{c.failed + c.errors}/{c.skipped}  "
+            told = tally_text(result)
+            self.display.line(f"{word:<6} {job.session}  {c.passed}/{c.failed + c.errors}/{c.skipped}"
+                              f"{f' ({told})' if told else ''}  "
                               f"{tiers_short(result)}  {took:.1f} s  {gpu_text(result, job)}  "
                               f"[{len(self.done)}/{self.total}]", verdict=word)
             failed = not result.passed

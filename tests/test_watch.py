@@ -38,10 +38,11 @@ def test_a_sweep_without_a_terminal_prints_one_start_and_one_end_line_per_run_an
     out = run.output
     assert run.proc.returncode != 0, out
     assert "\x1b" not in out, "no control codes without a terminal"
-    for mode, verdict in (("normal", "FAIL"), ("require_cudnn", "FAIL")):
+    for mode, told in (("normal", "unexpected 1; expected 1 known failure"), ("require_cudnn", "unexpected 2")):
         starts, ends = _lines(out, f"{CELL}-{mode}")
         assert len(starts) == 1 and len(ends) == 1, out
-        assert ends[0].startswith(verdict) and re.search(r" 3/2/0  no tier  \d+\.\d s  no gpu  \[\d/2\]$", ends[0]), ends
+        assert ends[0].startswith("FAIL") and re.search(
+            rf" 3/2/0 \({told}\)  no tier  \d+\.\d s  no gpu  \[\d/2\]$", ends[0]), ends
     assert not HEADER.search(_ours(out)), "pytest's own output stays in pytest.log"
     # the failing run: its reasons, its log's path, and that log's last lines, verbatim
     result = run.result("normal")
