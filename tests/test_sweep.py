@@ -153,7 +153,7 @@ def test_the_html_report_shows_the_grid_the_regressions_and_escapes_test_names(s
             "teeth)</summary>") in html
     assert f"<p>Cells: s-{PY}-c914, s-{PY}-c919, {CELL}</p>" in html
     # the picture: the broken test's cell in the normal column is red, outlined, and reads baseline -> now
-    assert '<td class="t-fail changed" title="no tier (failed)">passed → failed</td>' in html
+    assert '<td class="t-fail s-unexpected changed" title="no tier (failed; unexpected)">passed → failed</td>' in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert html.count("<script>") == 1  # the filter box's own script, and no test name unescaped
     assert "https://" not in html and "http://" not in html  # self-contained: nothing fetched
