@@ -256,3 +256,17 @@ def test_expectation_reasons_pass_the_prior_census_to_the_judge():
     assert expectation_reasons(judge_teeth, TeethExpect(), tests, count(None, tests, 2), prior) == [
         f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim message when "
         "MATH was forced: t::b"]
+
+
+def test_a_known_flaky_rule_that_matches_nothing_is_stale_beside_the_known_failures():
+    """h2's known_flaky rules are judged (and go stale) before the known failures: their stale rules must survive
+    what judge_counts adds after them (kills `out.stale = _stale_failures(...)`, an equivalent before h2)."""
+    from ort_gpu_matrix.config.model import FlakyRule
+
+    flaky = FlakyRule("t::gone", ("passed", "failed"), (), "comes and goes",
+                      observed=(Observation("c1", "1.32.0", "2026-12-01"),))
+    tests = [T("t::ok", "passed", "", ())]
+    f = judged(PassExpect(known_flaky=(flaky,), known_failures=(rule("t::ok"),)), tests)
+    assert f.reasons == []
+    assert f.stale == [StaleRule("known_flaky", "t::gone", "comes and goes", GONE, ("c1",), ""),
+                       StaleRule("known_failures", "t::ok", "why", "no longer fails", (), "t::ok (passed)")]
