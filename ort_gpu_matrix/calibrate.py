@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import calibrate_flaky, expectfile
+from . import calibrate_flaky, expectfile, progress, scheduler
 from .cells import Cell, cells_of
 from .config.loader import read_toml, suite_expect
 from .config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
@@ -44,6 +44,7 @@ from .host import Resolved, check
 from .kernels import CUDNN, MATH, TEETH_MESSAGE
 from .modes import MODES, spec
 from .render.escape import term
+from .render.live import Display
 from .report import InputError, gather
 from .results import Result, StoreError
 from .sweep import select
@@ -379,9 +380,10 @@ def _as_run(matrix: Matrix, cell: Cell, say: Say) -> Cell:
 
 
 def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say,
-        rounds: int = RUNS) -> list[Seen]:
+        rounds: int = RUNS, display: Display | None = None) -> list[Seen]:
     """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
-    tag (calibrating without it would drop what it needs), and is skipped when no selector was given."""
+    tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
+    With a `display`, the runs are watched as a sweep's are (progress.py)."""
     runnable: list[tuple[Cell, Resolved]] = []
     for cell in chosen:
         cell = _as_run(matrix, cell, say)
@@ -394,16 +396,32 @@ def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: S
             continue
         runnable.append((cell, resolved))
     seen = []
-    for cell, resolved in runnable:
-        for n in range(rounds):
-            log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
-            try:
-                results = run_cell(matrix, cell, resolved, cell.modes, [], {}, log, echo)
-            except (BuildError, StoreError, MatrixError) as exc:
-                raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
-            seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
-                     if s is not None]
+    results_dir = matrix.workspace.results_dir
+    # one job per mode run of every round: a session runs `rounds` times, each run watched as its own
+    watch = None if display is None else progress.Watch(
+        [j for _ in range(rounds) for j in scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir)],
+        (), display, results_dir)
+    try:
+        for cell, resolved in runnable:
+            for n in range(rounds):
+                if watch is None:
+                    log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
+                try:
+                    results = run_cell(matrix, cell, resolved, cell.modes, [], {},
+                                       log if watch is None else watch.detail, echo if watch is None else _quiet,
+                                       watch=watch)
+                except (BuildError, StoreError, MatrixError) as exc:
+                    raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
+                seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
+                         if s is not None]
+    finally:
+        if watch is not None:
+            watch.close()
     return seen
+
+
+def _quiet(line: str) -> None:
+    """pytest's output of a watched calibration: already in each run's pytest.log."""
 
 
 def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
@@ -501,7 +519,7 @@ def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, Dis
 
 def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),
               force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print,
-              rounds: int = RUNS) -> Outcome:
+              rounds: int = RUNS, display: Display | None = None) -> Outcome:
     """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
     out = Outcome()
     say = out.lines.append
@@ -512,7 +530,8 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     if rounds < 2 and not from_dirs:
         raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
                              f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, rounds)
+    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, rounds,
+                                                             display)
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))

@@ -29,6 +29,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from filelock import FileLock, Timeout
 
@@ -37,6 +38,7 @@ from .cells import Cell
 from .config.model import Matrix, TeethExpect
 from .elf import kind
 from .errors import MatrixError
+from .expected import expected_of
 from .fsutil import mark_cache_dir
 from .host import Resolved, pinned_files
 from .junit import JunitError, read
@@ -49,7 +51,14 @@ from .results import Result
 from .room import cores, workers_of
 from .run import RunOutcome, not_started, remove_workdir, run_mode
 from .venvs import BuildError, Venv, ensure_venv
-from .verdicts import Evidence, judge, refused, scoped
+from .verdicts import Evidence, judge, refused, scoped, tests_of
+
+
+class Watch(Protocol):
+    """Who watches a sweep's mode runs in this process (progress.Watch): told as each starts and ends."""
+
+    def mode_started(self, session: str) -> None: ...
+    def mode_ended(self, result: Result) -> None: ...
 
 
 def _prior(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Result | None:
@@ -160,9 +169,11 @@ def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) ->
 
 def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: str, posargs: Sequence[str],
             earlier: MutableMapping[str, Result], log: Callable[[str], None], echo: Callable[[str], None],
-            source: SourceTree | None = None) -> Result:
+            source: SourceTree | None = None, watch: Watch | None = None) -> Result:
     ws = matrix.workspace
     session = cell.mode_session(mode)
+    if watch is not None:
+        watch.mode_started(session)
     lock = session_lock(ws.results_dir, session, log)
     try:
         results.retire_current(ws.results_dir, session)
@@ -188,6 +199,8 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
                     verdict = scoped(verdict, cell.suite.teeth_scope, None if keep is None else len(keep))
             result = results.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
                                    results.new_run_id(outcome.started), source)
+            result = dataclasses.replace(result, expected=expected_of(cell.suite.expect[mode], tests_of(outcome.report),
+                                                                      verdict.teeth_coverage))
             stored = results.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,
                                                             "report": outcome.report_path})
         finally:
@@ -201,6 +214,8 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         log(f"  reason: {term(reason)}")
     for warning in stored.warnings:
         log(f"  warning: {term(warning)}")
+    if watch is not None:
+        watch.mode_ended(stored)
     if outcome.interrupt is not None:
         raise outcome.interrupt  # stored first; now stop nox, as the signal asked
     return stored
@@ -226,7 +241,8 @@ def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[s
 
 def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str], posargs: Sequence[str],
              earlier: MutableMapping[str, Result], log: Callable[[str], None] = print,
-             echo: Callable[[str], None] = print, overlap: Overlap | None = None) -> list[Result]:
+             echo: Callable[[str], None] = print, overlap: Overlap | None = None,
+             watch: Watch | None = None) -> list[Result]:
     """The cell's modes, one after another in this process; with `overlap` (a cell session), at once on its
     GPU where the host has room (overlap.py), the decision and its reasons logged either way."""
     ws = matrix.workspace
@@ -246,6 +262,7 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
             log(f"{cell.name}: {'overlapping' if room.slots > 1 else 'one after another'}: {room.slots} mode run(s) "
                 f"at once on one GPU ({room.why})")
         if room is None or room.slots < 2:
-            return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source) for mode in chosen]
+            return [run_one(matrix, cell, resolved, venv, mode, posargs, earlier, log, echo, source, watch)
+                    for mode in chosen]
     assert overlap is not None  # the venv's lock is let go: the children take it, each for its own run
     return run_overlapped(matrix, cell, chosen, posargs, room, overlap.noxfile, earlier, log)

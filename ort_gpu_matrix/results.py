@@ -128,6 +128,8 @@ class Result:
     tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
     known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
     confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
+    # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
+    expected: dict[str, str] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from .cells import Cell
 from .modes import MODES, spec
@@ -71,6 +72,13 @@ class Job:
     @property
     def session(self) -> str:
         return self.cell.mode_session(self.mode)
+
+
+class Events(Protocol):
+    """Who watches the runs (progress.Watch): told as each job starts and as it ends, in place of the lines here."""
+
+    def job_started(self, job: Job) -> None: ...
+    def job_ended(self, job: Job) -> None: ...
 
 
 def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float | None:
@@ -227,10 +235,11 @@ def _child_setup(parent: int) -> Callable[[], None]:
 def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
         say: Callable[[str], None] = print, poll_s: float = 0.2,
         args_for: Callable[[Job], Sequence[str]] = lambda job: (),
-        pytest_for: Callable[[Job], Sequence[str]] = lambda job: ()) -> str | None:
+        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
     as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
     starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
+    `events`, when given, is told of each start and end instead of the lines said here (and the 30 s status lines).
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
@@ -272,7 +281,10 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
                     running.append(job)
                 finally:
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # a pending signal lands here, job counted
-                say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
+                if events is not None:
+                    events.job_started(job)
+                else:
+                    say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
             if not running:
                 break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
             time.sleep(poll_s)
@@ -282,9 +294,12 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
                 running.remove(job)
                 finished.add(job)
                 free.append(job.slot)
+                if events is not None:
+                    events.job_ended(job)
+                    continue
                 state = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
                 say(f"{_label(job, slots)} {job.session}: {state} after {job.ended - job.started:.1f} s")
-            if running and time.time() - last_status >= STATUS_EVERY_S:
+            if events is None and running and time.time() - last_status >= STATUS_EVERY_S:
                 last_status = time.time()
                 say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
                                             for j in running))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import scheduler
+from . import progress, scheduler
 from .baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
 from .cells import Cell, cells_of
 from .compare import Comparison, Scope
@@ -34,6 +34,7 @@ from .harness import run_cell
 from .host import Resolved, check
 from .overlap import own_workers
 from .render import html, markdown
+from .render.live import Display
 from .report import GATES, Report, build
 from .results import Result, StoreError, current_path, plain
 from .room import Room
@@ -199,8 +200,12 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
         slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
         child: bool = False, earlier: dict[str, Result] | None = None,
-        room: Room | None = None) -> SweepOutcome:
+        room: Room | None = None, display: Display | None = None) -> SweepOutcome:
     """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
+
+    With a `display`, the runs are watched (progress.py): one line as each starts and ends, pytest's
+    output only in each run's log, the harness's own lines in <results>/sweep.log. Without one, the
+    harness's lines go to `log` and pytest's output to `echo`, as a cell session streams them.
 
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
     report, sweep.json or baseline: the parent does, once every child is done.
@@ -213,28 +218,42 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     results: list[Result] = []
     errors = dict(plan.errors)
     in_slots: list[tuple[Cell, tuple[str, ...]]] = []
-    for cell, modes, resolved in plan.runnable:
-        if slots:
-            in_slots.append((cell, modes))
-            continue
-        log(f"sweep: {cell.name} ({', '.join(modes)})")
-        try:
-            results += run_cell(matrix, cell, resolved, modes, posargs, earlier, log, echo)
-        except (BuildError, StoreError, MatrixError) as exc:
-            errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
-                                 if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
-            log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+    serial = [(cell, modes) for cell, modes, _ in plan.runnable] if not slots else []
+    watch = progress.Watch(scheduler.jobs_of(serial, matrix.workspace.results_dir), (), display,
+                           matrix.workspace.results_dir) if display is not None and serial and not child else None
+    try:
+        for cell, modes, resolved in plan.runnable:
+            if slots:
+                in_slots.append((cell, modes))
+                continue
+            if watch is None:
+                log(f"sweep: {cell.name} ({', '.join(modes)})")
+            try:
+                results += run_cell(matrix, cell, resolved, modes, posargs, earlier,
+                                    log if watch is None else watch.detail,
+                                    echo if watch is None else _quiet, watch=watch)
+            except (BuildError, StoreError, MatrixError) as exc:
+                errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
+                                     if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
+                log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
+                if watch is not None:
+                    watch.not_run(cell.name, errors[cell.name])
+    finally:
+        if watch is not None:
+            watch.close()
     interrupted = None
     if in_slots:
         assert noxfile is not None
         if room is not None:
             log(f"sweep: {room.slots} mode run(s) at once per GPU ({room.why})")
         found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
-                                       lambda job: room.pytest_args(own_workers(job, posargs)) if room else [])
+                                       lambda job: room.pytest_args(own_workers(job, posargs)) if room else [],
+                                       None if child else display)
         results += found
     if opts.confirm and not child and interrupted is None and results:
         try:
-            results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log, echo)
+            results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log,
+                              echo if display is None else _quiet)  # watched: pytest's output stays in the logs
         except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
             log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
@@ -298,17 +317,28 @@ def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
         log(f"warning: {warning}")
 
 
+def _quiet(line: str) -> None:
+    """pytest's output of a watched sweep: already in the run's pytest.log, not on the terminal."""
+
+
 def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
               child_args: Sequence[str], errors: dict[str, str],
               log: Callable[[str], None],
-              pytest_for: Callable[[scheduler.Job], Sequence[str]] = lambda job: ()) -> tuple[list[Result], str | None]:
+              pytest_for: Callable[[scheduler.Job], Sequence[str]] = lambda job: (),
+              display: Display | None = None) -> tuple[list[Result], str | None]:
     """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of(runnable, results_dir)
     order, makespan = scheduler.plan(jobs, len(slots))
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
-    stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                            args_for=lambda job: scheduler.census_args(job, results_dir, log), pytest_for=pytest_for)
+    watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
+    try:
+        stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
+                                args_for=lambda job: scheduler.census_args(job, results_dir, log), pytest_for=pytest_for,
+                                events=watch)
+    finally:
+        if watch is not None:
+            watch.close()
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:

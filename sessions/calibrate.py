@@ -1,6 +1,6 @@
 """`nox -s calibrate`: run (or read) cells and write the expectations that accept today's outcome, for review.
 
-    nox -s calibrate -- [SELECT ...] [--write PATH] [--from DIR ...] [--force] [--keep-stale] [--runs N]
+    nox -s calibrate -- [SELECT ...] [--write PATH] [--from DIR ...] [--force] [--keep-stale] [--runs N] [--verbose]
 
 SELECT picks cells as `nox -s sweep -- --select` does (cell names, mode session names, tags); each
 chosen cell runs in all its modes. The session succeeds once the file is written, whatever the
@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-stale", action="store_true", help="keep the rules that matched nothing")
     p.add_argument("--runs", type=int, default=2, metavar="N",
                    help="run each mode N times (N >= 2, default 2): a test that differs between runs gets known_flaky")
+    p.add_argument("--verbose", action="store_true",
+                   help="stream pytest's output and every harness line (default: one line per mode run)")
     return p
 
 
@@ -39,6 +41,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         from ort_gpu_matrix.calibrate import calibrate as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.errors import MatrixError
+        from ort_gpu_matrix.render import color, live
         from ort_gpu_matrix.sweep import SelectionError
 
         try:
@@ -46,12 +49,14 @@ def register(nox: Any, default_matrix: Path) -> None:
         except (argparse.ArgumentError, SystemExit) as exc:
             session.error(f"calibrate: {exc}; usage: {_parser().format_usage().strip()}")
             return
+        display = None if args.verbose or args.from_dirs else live.for_here(color.enabled())
         here = Path(session.invoked_from)  # nox runs from the noxfile's dir; paths are the user's
         try:
             outcome = engine(load_matrix(matrix_file, overrides), args.select,
                              write=here / args.write if args.write else None,
                              from_dirs=[here / d for d in args.from_dirs], force=args.force,
-                             keep_stale=args.keep_stale, log=session.log, echo=print, rounds=args.runs)
+                             keep_stale=args.keep_stale, log=session.log if display is None else display.line,
+                             echo=print, rounds=args.runs, display=display)
         except (MatrixError, SelectionError, CalibrateError) as exc:
             session.error(f"calibrate: {exc}")
             return

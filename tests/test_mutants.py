@@ -1,8 +1,9 @@
-"""Tests that kill the mutants of mutations/mutants.toml that the rest of the suite let survive.
+"""Tests that killed the hand-written mutants (the retired mutations/mutants.toml) the rest of the suite let survive;
+kept as ordinary tests of the promises mutmut's mutants do not reach (docs/mutations.md, "Kept as ordinary tests").
 
 Each runs the real harness (real nox, real venvs, real pytest) against a small fixture suite, or, for the
 stored result's atomicity, the real store() on a real filesystem watched by an audit hook in a subprocess.
-The mutant each one kills is named in its docstring; docs/mutations.md has the table.
+The mutant each one killed is named in its docstring.
 """
 import json
 import os

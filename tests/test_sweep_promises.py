@@ -174,3 +174,15 @@ def test_test_names_are_shortened_at_a_separator_never_inside_a_name():
         "s/test_a.py::TestX::", ["test_case_1", "test_case_2"])
     assert shorten(["s/test_a.py::t", "s/test_b.py::t"]) == ("s/", ["test_a.py::t", "test_b.py::t"])
     assert shorten(["test_a.py::t", "test_b.py::t"]) == ("", ["test_a.py::t", "test_b.py::t"])
+
+
+def test_a_selector_that_matches_nothing_names_every_cell_and_cells_selects_all():
+    import pytest
+
+    from ort_gpu_matrix.sweep import SelectionError
+    cells = cells_of(load_matrix(REPO / "matrix.toml"))
+    with pytest.raises(SelectionError) as err:
+        select(cells, ["teeth", "no-such-cell"])
+    assert str(err.value) == (f"--select 'no-such-cell' matches no cell, mode session or tag; cells: "
+                              f"{', '.join(c.name for c in cells)}")
+    assert select(cells, ["cells"]) == [(c, c.modes) for c in cells] == select(cells, [])

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import itertools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..modes import MODES
 from .model import THIS_PYTHON, ExcludeEntry, IncludeEntry, Pairing, Settings
-
-if TYPE_CHECKING:
-    from .loader import Reader
+from .reader import Reader
 
 AXES = ("python", "ort", "torch", "libs")
 

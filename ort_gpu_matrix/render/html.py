@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 
 from ..compare import Change
+from ..expected import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, state
 from ..grouping import group, shorten
 from ..kernels import CUDNN, MATH
 from ..report import Report
@@ -32,6 +33,7 @@ from .summary import (
     modes_of,
     provenance_text,
     tiers_text,
+    what_is_new,
 )
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("ort_gpu_matrix.render", "templates"),
@@ -74,10 +76,11 @@ def _short(value: object) -> str:
     return str(value)
 
 
-def _tier_class(tiers: Sequence[str], outcome: str) -> str:
-    """The colour of a grid cell: the fastest tier it reached, red when it failed, grey when nothing ran."""
+def _tier_class(tiers: Sequence[str], outcome: str, seen: str = UNEXPECTED) -> str:
+    """The colour of a grid cell: the fastest tier it reached, red when it failed unexpectedly, pale and striped
+    when it failed as expected, grey when nothing ran."""
     if outcome in ("failed", "error"):
-        return "t-fail"
+        return "t-xfail" if seen == EXPECTED else "t-fail"
     if not tiers:
         return "t-none" if outcome != "skipped" else "t-skip"
     if CUDNN in tiers:
@@ -110,8 +113,13 @@ def _grid(report: Report, modes: list[str]) -> tuple[list[tuple[str, str]], list
             tiers = sorted(set(r.dispatch.tests.get(name, [])))
             changed = sorted(before.get((name, c, m), []), key=lambda x: x.kind != "tier")  # the tier first
             was = "; ".join(f"{_short(x.before)} → {_short(x.after)}" for x in changed)
-            cells.append({"cls": _tier_class(tiers, outcome), "text": _short(tiers) or outcome,
-                          "title": f"{', '.join(tiers) or 'no tier'} ({outcome})", "changed": was or None})
+            seen, kind = state(r, name)
+            mark = {EXPECTED: " s-expected", UNEXPECTED: " s-unexpected"}.get(seen, "")
+            why = f"expected: {kind}" if kind else "unexpected" if seen == UNEXPECTED else \
+                "not told apart (an older result)" if seen == UNKNOWN else ""
+            cells.append({"cls": _tier_class(tiers, outcome, seen) + mark, "text": _short(tiers) or outcome,
+                          "title": f"{', '.join(tiers) or 'no tier'} ({outcome}{'; ' + why if why else ''})",
+                          "changed": was or None})
         rows.append({"name": name, "label": clip(label), "cells": cells,
                      "changed": any(cell["changed"] for cell in cells)})
     return columns, rows, prefix
@@ -129,4 +137,6 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
         provenance_text=provenance_text, hosts_text=hosts_text, gate_text=gate_text(report), clip=clip, cell_skew=cell_skew,
         shorten=shorten, link=lambda p: link(p, out_dir, roots), pollution=pollution.rows(report),
         pollution_title=pollution.TITLE, pollution_shown=pollution.SHOWN, pollution_note=pollution.note(report),
-        tier_table=tier_rows, tier_note=tiers.NOTE, tier_cell=tier_cell, tier_left_out=tiers.left_out)
+        tier_table=tier_rows, tier_note=tiers.NOTE, tier_cell=tier_cell, tier_left_out=tiers.left_out,
+        legend=LEGEND, what_is_new=lambda g: what_is_new(report, g),
+        told_apart=all(r.expected is not None for r in report.results))

@@ -22,16 +22,20 @@ from .summary import (
     coverage_text,
     gate_text,
     hosts_text,
+    legend,
     modes_of,
     tiers_text,
+    what_is_new,
 )
 
 GROUPS = 40  # groups shown per section before "and N more groups"
 ROWS = 50  # failing modes, libs differences and the like
 
 
-def _group(g: Group) -> list[str]:
+def _group(g: Group, new: str | None = None) -> list[str]:
     out = [f"- **{esc(g.headline())}**", f"  - cells: {esc(', '.join(g.cells))}"]
+    if new:
+        out.append(f"  - {esc(new)}")
     if g.tests:
         names = sorted(g.tests)
         prefix, rest = shorten(names)
@@ -48,7 +52,7 @@ def _group(g: Group) -> list[str]:
     return out
 
 
-def _section(title: str, changes: list[Change], always: bool = False) -> list[str]:
+def _section(title: str, changes: list[Change], always: bool = False, report: Report | None = None) -> list[str]:
     if not changes and not always:
         return []
     out = ["", f"## {title} ({len(changes)})", ""]
@@ -56,7 +60,7 @@ def _section(title: str, changes: list[Change], always: bool = False) -> list[st
         return out + ["None."]
     groups = group(changes)
     for g in groups[:GROUPS]:
-        out += _group(g)
+        out += _group(g, what_is_new(report, g) if report is not None else None)
     if len(groups) > GROUPS:
         out.append(f"- and {len(groups) - GROUPS} more group(s) (every row is in sweep.json)")
     return out
@@ -72,7 +76,7 @@ def render(report: Report) -> str:
         out.append("No baseline given.")
     sections = change_sections(report)
     for title, changes in sections[:1]:
-        out += _section(title, changes, always=True)
+        out += _section(title, changes, always=True, report=report)
     if report.unconfirmed:
         out += ["", f"## Not reproduced ({len(report.unconfirmed)})", "",
                 "Changes a confirmation rerun did not reproduce: listed apart, failing no gate. Runs: the first, "
@@ -93,8 +97,9 @@ def render(report: Report) -> str:
         teeth = by_mode.get("teeth")
         skewed = cell_skew(by_mode)  # beside the cell: its tests are from another release than its wheel
         label = f"{cell} (version skew: {skewed})" if skewed else cell
-        out.append(f"| {esc(label)} | {esc(hosts_text(by_mode))} | " + " | ".join(cell_text(by_mode.get(m)) for m in modes)
+        out.append(f"| {esc(label)} | {esc(hosts_text(by_mode))} | " + " | ".join(esc(cell_text(by_mode.get(m))) for m in modes)
                    + f" | {esc(tiers_text(ref))} | {esc(coverage_text(teeth)) if teeth else '-'} |")
+    out += ["", *(esc(ln) for ln in legend(report))]
     out += tiers.markdown(report)
     out += ["", "## Libraries", ""]
     out += [f"- **{esc(cell)}**: {esc(audit_line(list(by_mode.values())))}" for cell, by_mode in grid.items()]

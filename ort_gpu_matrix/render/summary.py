@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ..baseline import library_summary
 from ..compare import Change
+from ..expected import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, state, tally_text
+from ..grouping import Group
 from ..ortsource import skew
 from ..report import Report
 from ..results import Result
@@ -38,7 +40,39 @@ def cell_text(r: Result | None) -> str:
     if r is None:
         return "-"
     c = r.counts
-    return f"{r.verdict.value.upper()} {c.passed}/{c.failed + c.errors}/{c.skipped}"
+    told = tally_text(r)
+    return f"{r.verdict.value.upper()} {c.passed}/{c.failed + c.errors}/{c.skipped}" + (f" ({told})" if told else "")
+
+
+def legend(report: Report) -> list[str]:
+    """What the grid's words mean: which outcomes were expected, which were not."""
+    lines = ["counts are passed/failed/skipped; in brackets, the failures, skips and toothless tests by kind:",
+             "  " + LEGEND[UNEXPECTED], "  " + LEGEND[EXPECTED]]
+    if any(r.expected is None for r in report.results):
+        lines.append("  " + LEGEND[UNKNOWN])
+    return lines
+
+
+def what_is_new(report: Report, g: Group) -> str | None:
+    """For a regression group without tests of its own (a verdict, a count): which tests of its runs are new
+    since the baseline, and how many failing ones are not new (already failing, still expected)."""
+    if g.tests or not g.places:
+        return None
+    cmp = report.comparison
+    results = {(r.cell.name, r.mode): r for r in report.results}
+    new: list[str] = []
+    kept = 0
+    for cell, mode in g.places:
+        moved = {c.test for c in (cmp.regressions if cmp else []) if c.cell == cell and c.mode == mode and c.test
+                 and c.kind in ("test", "tier", "teeth")}
+        new += sorted(moved)
+        r = results.get((cell, mode))
+        if r is not None:
+            kept += sum(1 for t, o in r.outcomes.items() if t not in moved and o in ("failed", "error")
+                        and state(r, t)[0] == EXPECTED)
+    listed = "; ".join(clip(t, 120) for t in new[:5]) + (f"; and {len(new) - 5} more" if len(new) > 5 else "")
+    head = f"new since the baseline: {len(new)} test(s)" + (f" ({listed})" if new else "")
+    return head + (f"; {kept} failing test(s) already failing and still expected, not new" if kept else "")
 
 
 def hosts_text(by_mode: dict[str, Result]) -> str:

@@ -15,8 +15,10 @@ from .summary import (
     coverage_text,
     gate_text,
     hosts_text,
+    legend,
     modes_of,
     tiers_text,
+    what_is_new,
 )
 
 
@@ -34,7 +36,8 @@ def render(report: Report) -> str:
         teeth = by_mode.get("teeth")
         rows.append((cell, hosts_text(by_mode), *(cell_text(by_mode.get(m)) for m in modes), tiers_text(ref),
                      coverage_text(teeth) if teeth else "-"))
-    lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows), ""]
+    lines = ["sweep: verdict passed/failed/skipped per cell and mode", *_table(rows),
+             *(f"  {ln}" for ln in legend(report)), ""]
     for cell, by_mode in grid.items():
         lines.append(f"  {cell}: {audit_line(list(by_mode.values()))}")
         lines += [f"  {cell}: version skew: {s}" for s in [cell_skew(by_mode)] if s]
@@ -52,6 +55,7 @@ def render(report: Report) -> str:
         lines.append(f"\n{title} ({len(changes)})" + (":" if changes else ""))
         for g in group(changes):
             lines.append(f"  [{g.headline()}]")
+            lines += [f"  {new}" for new in [what_is_new(report, g)] if new and title == "Regressions"]
             lines += [f"  {clip(c.line())}" for c in g.changes[:LISTED]]
             if g.rows > LISTED:
                 lines.append(f"  and {g.rows - LISTED} more (every row is in sweep.json)")

@@ -1,0 +1,204 @@
+"""calibrate's decisions in-process on runs built here (issue 26): which failures and toothless tests it
+accepts and with what reasons, how old rules are kept, refreshed or dropped, and the counts it writes.
+Cells and results are stand-ins with the fields calibrate reads; tests/test_calibrate.py runs the real thing."""
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+from ort_gpu_matrix import calibrate as cal
+from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.expectfile import Count, Skip
+from ort_gpu_matrix.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.verdicts import Dispatch, TeethCoverage
+from ort_gpu_matrix.verdicts import TestResult as T
+
+CUDNN = "CUDNN_FLASH_ATTENTION"
+
+
+def suite(teeth_message=TEETH_MESSAGE, **expect):
+    return NS(id="s", expect={"normal": PassExpect(**expect.get("normal", {})),
+                              "teeth": TeethExpect(message=teeth_message, **expect.get("teeth", {}))})
+
+
+def seen(cell, mode, tests, s=None, passed=None, fp="v1", dispatch=None, cov=None, ort="1.32.0", started="2026-12-01T10"):
+    s = s or suite()
+    result = NS(mode=mode, session=f"{cell}-{mode}", provenance=NS(ort={"version": ort} if ort else None),
+                started=started, venv=NS(fingerprint=fp), dispatch=dispatch or Dispatch(), teeth_coverage=cov,
+                counts=NS(passed=sum(t.outcome == "passed" for t in tests) if passed is None else passed))
+    return cal.Seen(NS(name=cell, suite=s), result, tests)
+
+
+def test_failures_are_accepted_with_their_first_line_and_the_canarys_refused():
+    said = []
+    s = seen("c1", "normal", [T("t::ok", "passed", "", ()), T("t::f", "failed", "\nAssertionError: 1\nmore", ()),
+                              T("t::e", "error", "", ()), T("t::x", "xfailed", "x", ()),
+                              T("t::c", "failed", f"E   {TEETH_MESSAGE}", ())])
+    items = cal.failures(s, cal._canaries(s.cell.suite), said.append)
+    assert [(i.text, i.reason) for i in items] == [("t::f", "AssertionError: 1"), ("t::e", "error, with no message")]
+    assert said == [f"refused: c1-normal t::c failed with the canary's message ({'E   ' + TEETH_MESSAGE!r}: a test that "
+                    "asked for cuDNN and got another tier); a known failure would hide the dispatch change the canary "
+                    "exists to catch"]
+
+
+def test_in_teeth_a_bite_is_no_failure_and_a_near_bite_is_refused():
+    own = "AssertionError: 'X' != 'MATH'"
+    s = seen("c1", "teeth", [T("t::b", "failed", own, ()), T("t::n", "failed", f"x {own}", ()),
+                             T("t::d", "failed", f"x {TEETH_MESSAGE}", ()), T("t::o", "failed", "other", ())],
+             suite(teeth_message=own))
+    said = []
+    assert cal._canaries(s.cell.suite) == (own, TEETH_MESSAGE)
+    assert cal._canaries(suite()) == (TEETH_MESSAGE,)
+    assert [i.text for i in cal.failures(s, cal._canaries(s.cell.suite), said.append)] == ["t::o"]
+    assert [m.split(" failed ")[0] for m in said] == ["refused: c1-teeth t::n", "refused: c1-teeth t::d"]
+    assert "with MATH forced, holding but not exactly the canary's message" in said[0]
+    assert cal._bitten(s) == {"t::b"}
+
+
+def test_toothless_reasons_from_the_census_of_the_same_venv():
+    prior = Dispatch({"t::a": [CUDNN, CUDNN], "t::b": [CUDNN], "t::c": [CUDNN, "MATH"], "t::d": [CUDNN],
+                      "t::e": [CUDNN], "t::m": ["MATH"]})
+    rc = seen("c1", "require_cudnn", [], dispatch=prior)
+    tests = [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", "other\nx", ()), T("t::c", "skipped", "why", ()),
+             T("t::d", "passed", "", ())]
+    teeth = seen("c1", "teeth", tests)
+    items = cal.toothless(teeth, [seen("c2", "require_cudnn", [], dispatch=Dispatch()), rc], print)
+    assert [(i.text, i.reason) for i in items] == [
+        ("t::b", f"dispatched {CUDNN} x1 in require_cudnn; failed with MATH forced, but not with the canary's message: other"),
+        ("t::c", f"dispatched {CUDNN} x1 in require_cudnn; skipped with MATH forced: why"),
+        ("t::d", f"dispatched {CUDNN} x1 in require_cudnn; passed with MATH forced"),
+        ("t::e", f"dispatched {CUDNN} x1 in require_cudnn; did not run with MATH forced")]
+    cov = TeethCoverage(True, 3, 1, 2, ["t::a"], ["t::z"], [])
+    items = cal.toothless(seen("c1", "teeth", tests, cov=cov), [rc], print)
+    assert [(i.text, i.reason.split(";")[0]) for i in items] == [("t::a", f"dispatched {CUDNN} x2 in require_cudnn"),
+                                                                 ("t::z", f"dispatched {CUDNN} in require_cudnn")]
+    said = []
+    assert cal.toothless(seen("c1", "teeth", tests), [seen("c1", "require_cudnn", [], fp="v2", dispatch=prior)],
+                         said.append) == []
+    assert said == ["not calibrated: known_toothless from c1-teeth: no require_cudnn run of c1 from the same venv to "
+                    "check its coverage against (calibrate the cell in all its modes)"]
+    unchecked = TeethCoverage(checked=False)
+    assert [i.text for i in cal.toothless(seen("c1", "teeth", tests, cov=unchecked), [rc], print)] == [
+        "t::b", "t::c", "t::d", "t::e"]
+    assert cal._prior(teeth, [seen("c1", "normal", [], dispatch=prior)]) is None
+
+
+def calib(runs, s=None, old=None, inline=None, cells=None, keep=False):
+    said = []
+    s = s or runs[0].cell.suite
+    c = cal.SuiteCalibration(s, runs, inline or {}, old or {}, cells or {m: {r.cell.name for r in runs if r.mode == m}
+                                                                          for m in ("normal", "teeth")}, keep, said.append)
+    return c, said
+
+
+OBS1 = Observation("c1", "1.32.0", "2026-12-01")
+OBS2 = Observation("c2", "1.31.0", "2026-11-30")
+
+
+def test_a_normal_table_from_two_cells():
+    r1 = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::s", "skipped", "no GPU", ()),
+                               T("t::s2", "skipped", "no GPU", ()), T("t::f", "failed", "boom", ())])
+    r2 = seen("c2", "normal", [T("t::a", "passed", "", ()), T("t::b", "passed", "", ()), T("t::s", "skipped", "no GPU", ()),
+                               T("t::f", "failed", "bang", ()), T("t::g(x)", "error", "E", ())], ort="1.31.0",
+              started="2026-11-30T01")
+    c, said = calib([r1, r2])
+    t = c.table("normal")
+    assert t.counts == [Count("min_passed", 1, "seen: c1 1, c2 2")]
+    assert t.skips == [Skip("^no GPU$", "c1: 2 test(s), c2: 1 test(s)")]
+    assert t.rules == {"known_failures": [Rule("^t::f$", "c1: boom; c2: bang", (OBS1, OBS2)),
+                                          Rule(r"^t::g\(x\)$", "E", (OBS2,))]}
+    assert said == [] and t.kept == {}
+
+
+def test_old_rules_are_refreshed_kept_for_other_cells_or_dropped_when_stale():
+    old = suite(normal={"known_failures": (Rule("t::f", "old reason", (Observation("c0", "1.0", "2026-01-01"),)),
+                                           Rule("t::gone", "gone reason"),
+                                           Rule("t::far", "elsewhere", (Observation("c9", "1.0", "2026-01-01"),))),
+                        "allowed_skips": ("no GPU", "never"), "min_passed": 5, "require_kernel": CUDNN})
+    r1 = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "boom", ()),
+                               T("t::s", "skipped", "no GPU here", ())], s=old)
+    keys = {"normal": {"known_failures", "allowed_skips", "min_passed", "require_kernel"}}
+    c, said = calib([r1], old=keys, cells={"normal": {"c1"}})
+    t = c.table("normal")
+    assert t.kept == {"require_kernel": CUDNN}
+    assert t.counts == [Count("min_passed", 1, "seen: c1 1")]  # every cell calibrated: the old 5 goes
+    assert t.skips == [Skip("no GPU", "c1: 1 test(s)")]
+    assert t.rules["known_failures"] == [Rule("t::f", "old reason", (Observation("c0", "1.0", "2026-01-01"), OBS1)),
+                                         Rule("t::far", "elsewhere", (Observation("c9", "1.0", "2026-01-01"),))]
+    assert said == ["dropped stale rule: normal allowed_skips 'never': it matched nothing in c1",
+                    "dropped stale rule: normal known_failures 't::gone' (gone reason): it matched nothing in c1"]
+    c, said = calib([r1], old=keys, cells={"normal": {"c1", "c2"}})  # c2 not calibrated: handwritten rules stay
+    t = c.table("normal")
+    assert t.counts == [Count("min_passed", 1, "seen: c1 1")]
+    assert [r.test for r in t.rules["known_failures"]] == ["t::f", "t::gone", "t::far"]
+    assert t.skips == [Skip("no GPU", "c1: 1 test(s)"), Skip("never", "matched nothing in the cells calibrated")]
+    assert said == ["kept stale rule: normal allowed_skips 'never': it matched nothing in c1 (some cells of the suite "
+                    "were not calibrated)",
+                    "kept stale rule: normal known_failures 't::gone' (gone reason): it matched nothing in c1 "
+                    "(some cells of the suite were not calibrated)"]
+    c, said = calib([r1], old=keys, keep=True)
+    assert [r.test for r in c.table("normal").rules["known_failures"]] == ["t::f", "t::gone", "t::far"]
+    assert said[0].endswith("(--keep-stale)")
+
+
+def test_the_lower_old_count_stays_while_a_cell_was_not_calibrated():
+    old = suite(normal={"min_passed": 1})
+    r = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::b", "passed", "", ())], s=old)
+    c, _ = calib([r], old={"normal": {"min_passed"}}, cells={"normal": {"c1", "c2"}})
+    assert c.table("normal").counts == [Count("min_passed", 1, "seen: c1 2")]
+    c, _ = calib([r], old={"normal": {"min_passed"}}, cells={"normal": {"c1"}})
+    assert c.table("normal").counts == [Count("min_passed", 2, "seen: c1 2")]
+    assert c.minimum("normal", "min_passed", {}) is None
+
+
+def test_nothing_passed_or_nothing_bitten_cannot_be_accepted():
+    c, said = calib([seen("c1", "normal", [T("t::s", "skipped", "x", ())]), seen("c2", "normal", [T("t::a", "passed", "", ())])])
+    t = c.table("normal")
+    assert said == ["not accepted: normal of c1: nothing passed; no expectation can accept that"]
+    assert t.counts == [Count("min_passed", 0, "seen: c1 0, c2 1")]
+    c, said = calib([seen("c1", "teeth", [T("t::a", "passed", "", ())]),
+                     seen("c2", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", TEETH_MESSAGE, ())])])
+    t = c.table("teeth")
+    assert said[0] == ("not accepted: teeth of c1: nothing failed with the canary's message (the canary has no teeth "
+                       "there); no expectation can accept that")
+    assert t.counts == [Count("min_failures", 2, "seen: c2 2")]
+    assert t.rules == {}
+
+
+def test_a_key_the_matrix_sets_is_not_written_and_what_it_misses_is_said():
+    s = suite(normal={"known_failures": (Rule("t::f", "r"),), "allowed_skips": ("GPU",)})
+    r = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "x", ()), T("t::g", "failed", "y", ()),
+                              T("t::s", "skipped", "no cuDNN", ())], s=s)
+    c, said = calib([r], inline={"normal": {"known_failures", "allowed_skips", "min_passed"}})
+    t = c.table("normal")
+    assert t.rules == {} and t.skips is None and t.counts == []
+    assert said == [
+        "not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key is set in one file only)",
+        "not written: normal allowed_skips: [suite.s.expect.normal] in the matrix file sets it (a key is set in one "
+        "file only); today it does not accept: no cuDNN",
+        "not written: normal known_failures: [suite.s.expect.normal] in the matrix file sets it (a key is set in one "
+        "file only); today it does not accept: t::g"]
+
+
+def test_a_teeth_table_with_toothless_tests():
+    prior = Dispatch({"t::a": [CUDNN], "t::b": [CUDNN]})
+    runs = [seen("c1", "require_cudnn", [], dispatch=prior),
+            seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "passed", "", ())])]
+    c, said = calib(runs)
+    t = c.table("teeth")
+    assert t.counts == [Count("min_failures", 1, "seen: c1 1")]
+    assert t.rules == {"known_toothless": [Rule("^t::b$", f"dispatched {CUDNN} x1 in require_cudnn; passed with MATH forced",
+                                                (OBS1,))]}
+    assert said == []
+
+
+def test_an_observation_without_a_version():
+    assert seen("c1", "normal", [], ort=None).observation == Observation("c1", "unknown", "2026-12-01")
+    assert seen("c1", "normal", [], ort="").observation.ort == "unknown"
+
+
+def test_a_mode_no_cell_of_the_suite_runs_counts_as_complete_and_stale_rules_name_every_cell():
+    old = suite(normal={"known_failures": (Rule("t::gone", "r"),)})
+    runs = [seen(c, "normal", [T("t::a", "passed", "", ())], s=old) for c in ("c2", "c1")]
+    c, said = calib(runs, old={"normal": {"known_failures"}}, cells={})
+    assert c.table("normal").rules == {}
+    assert said == ["dropped stale rule: normal known_failures 't::gone' (r): it matched nothing in c1, c2"]

@@ -1,0 +1,278 @@
+"""compare(), one branch at a time, asserting the whole Comparison (every list, every field of every change), so
+a mutant that renames a kind, swaps before/after or drops a change is caught in-process (issue 26: mutmut maps
+these tests to compare.py's functions through its stats run)."""
+from __future__ import annotations
+
+from ort_gpu_matrix.baseline import Baseline, ModeRecord
+from ort_gpu_matrix.baseline import TestLine as Line
+from ort_gpu_matrix.compare import Change, Scope, add_stale_rules, compare, libs_comparison, show
+
+C = "c1"
+LIB = {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (13000)"],
+       "cudnn_copies": []}
+
+
+def rec(tests: dict[str, str], verdict: str = "pass", counts: dict | None = None, teeth=None, library=None,
+        scope: str = "all") -> ModeRecord:
+    lines = {n: Line.decode(t) for n, t in tests.items()}
+    if counts is None:
+        counts = {"collected": len(lines), "passed": sum(t.outcome == "passed" for t in lines.values())}
+    return ModeRecord(verdict, counts, lines, teeth, LIB if library is None else library, {}, scope)
+
+
+def base(cells: dict[str, dict[str, ModeRecord]]) -> Baseline:
+    return Baseline(cells, "n", "2026-12-01T00:00:00+00:00")
+
+
+def cmp_of(b: ModeRecord, a: ModeRecord, mode: str = "normal"):
+    return compare(base({C: {mode: b}}), base({C: {mode: a}})).to_dict()
+
+
+def ch(kind, test, before, after, mode="normal", cell=C) -> dict:
+    return {"kind": kind, "cell": cell, "mode": mode, "test": test, "before": before, "after": after}
+
+
+EMPTY = {k: [] for k in ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected",
+                                "notes")}
+
+
+def test_equal_runs_compare_empty():
+    r = rec({"t::a": "passed CUDNN_FLASH_ATTENTION"})
+    assert cmp_of(r, r) == EMPTY
+
+
+def test_a_test_that_also_dispatches_math_is_a_tier_regression_and_losing_it_too():
+    b, a = rec({"t::a": "passed CUDNN_FLASH_ATTENTION"}), rec({"t::a": "passed CUDNN_FLASH_ATTENTION MATH"})
+    assert cmp_of(b, a) == {**EMPTY, "regressions": [
+        ch("tier", "t::a", ["CUDNN_FLASH_ATTENTION"], ["CUDNN_FLASH_ATTENTION", "MATH"])]}
+    assert cmp_of(a, b)["regressions"] == [ch("tier", "t::a", ["CUDNN_FLASH_ATTENTION", "MATH"],
+                                              ["CUDNN_FLASH_ATTENTION"])]
+    same = rec({"t::a": "passed MATH CUDNN_FLASH_ATTENTION"})  # order alone is no change
+    assert cmp_of(a, same) == EMPTY
+
+
+def test_a_failing_test_with_other_tiers_is_both_a_test_and_a_tier_regression():
+    b, a = rec({"t::a": "passed MATH"}), rec({"t::a": "failed"}, counts={"collected": 1, "passed": 1})
+    assert cmp_of(b, a)["regressions"] == [ch("test", "t::a", "passed", "failed"), ch("tier", "t::a", ["MATH"], [])]
+
+
+def test_a_verdict_that_turns_fail_is_a_regression_and_back_an_improvement():
+    b, a = rec({}, "pass", {"collected": 0, "passed": 0}), rec({}, "fail", {"collected": 0, "passed": 0})
+    assert cmp_of(b, a) == {**EMPTY, "regressions": [ch("verdict", None, "pass", "fail")]}
+    assert cmp_of(a, b) == {**EMPTY, "improvements": [ch("verdict", None, "fail", "pass")]}
+    assert cmp_of(a, a) == EMPTY
+
+
+def test_test_transitions():
+    counts = {"collected": 5, "passed": 1}
+    b = rec({"t::gone": "passed", "t::skip": "skipped", "t::xf": "xfailed", "t::fixed": "failed", "t::err": "error"},
+            counts=counts)
+    a = rec({"t::skip": "failed", "t::xf": "error", "t::fixed": "passed", "t::err": "error", "t::new": "failed",
+             "t::newerr": "error", "t::newpass": "passed", "t::newskip": "skipped"}, counts={"collected": 8, "passed": 2})
+    got = cmp_of(b, a)
+    assert got["regressions"] == [ch("test", "t::gone", "passed", "gone"), ch("test", "t::new", "new", "failed"),
+                                  ch("test", "t::newerr", "new", "error"), ch("test", "t::skip", "skipped", "failed"),
+                                  ch("test", "t::xf", "xfailed", "error")]
+    assert got["improvements"] == [ch("test", "t::fixed", "failed", "passed"), ch("test", "t::newpass", "new", "passed")]
+    assert got["flaky"] == [] and got["added"] == [] and got["removed"] == []
+
+
+def test_a_passed_test_that_now_skips_is_a_regression_and_a_skip_that_passes_an_improvement():
+    b, a = rec({"t::a": "passed"}), rec({"t::a": "skipped"}, counts={"collected": 1, "passed": 1})
+    assert cmp_of(b, a)["regressions"] == [ch("test", "t::a", "passed", "skipped")]
+    assert cmp_of(a, b)["improvements"] == [ch("test", "t::a", "skipped", "passed")]
+
+
+def test_flaky_tests():
+    b = rec({"t::stable": "passed", "t::was": "passed reruns=2", "t::new": "failed"}, counts={"collected": 3, "passed": 2})
+    a = rec({"t::stable": "passed reruns=1", "t::was": "passed reruns=1", "t::new": "passed reruns=3"},
+            counts={"collected": 3, "passed": 3})
+    got = cmp_of(b, a)
+    flaky_stable = ch("flaky", "t::stable", "stable", "passed after 1 rerun(s)")
+    assert got["flaky"] == [ch("flaky", "t::new", "stable", "passed after 3 rerun(s)"), flaky_stable,
+                            ch("flaky", "t::was", "2 rerun(s)", "passed after 1 rerun(s)")]
+    assert got["regressions"] == [flaky_stable]  # only the test that passed without a rerun before
+    assert got["improvements"] == [ch("test", "t::new", "failed", "passed")]
+    failed_after_rerun = rec({"t::stable": "failed reruns=1"}, counts={"collected": 1, "passed": 1})
+    assert cmp_of(rec({"t::stable": "passed"}), failed_after_rerun)["flaky"] == []
+
+
+def test_counts_fall_as_regressions_and_rise_as_nothing():
+    b = rec({"t::a": "passed"}, counts={"collected": 3, "passed": 2})
+    a = rec({"t::a": "passed"}, counts={"collected": 2, "passed": 1})
+    assert cmp_of(b, a)["regressions"] == [ch("count", "collected", 3, 2), ch("count", "passed", 2, 1)]
+    assert cmp_of(a, b) == EMPTY
+    same = rec({"t::a": "passed"}, counts={"collected": 3, "passed": 2})
+    assert cmp_of(b, same) == EMPTY
+
+
+def test_a_scoped_teeth_against_an_unscoped_one():
+    b = rec({"t::a": "failed", "t::b": "passed"}, counts={"collected": 2, "passed": 1})
+    a = rec({"t::a": "failed"}, counts={"collected": 1, "passed": 0}, scope="cudnn")
+    assert cmp_of(b, a, "teeth") == EMPTY  # fewer by design; t::b left out by the scope
+    none = rec({}, counts={"collected": 0, "passed": 0}, scope="cudnn")
+    assert cmp_of(b, none, "teeth")["regressions"] == [ch("count", "collected", 2, 0, "teeth"),
+                                                       ch("count", "passed", 1, 0, "teeth")]
+    a_missing_b = rec({"t::a": "failed"}, counts={"collected": 2, "passed": 1})
+    assert cmp_of(b, a_missing_b, "teeth")["regressions"] == [ch("test", "t::b", "passed", "gone", "teeth")]
+    nothing_before = rec({}, counts={"collected": 0, "passed": 0})
+    assert cmp_of(nothing_before, rec({}, counts={"collected": 0, "passed": 0}, scope="cudnn"), "teeth") == EMPTY
+
+
+def test_teeth_changes():
+    t_b = {"bitten": ["t::a", "t::b"], "toothless": ["t::c"]}
+    t_a = {"bitten": ["t::b", "t::c"], "toothless": ["t::a"]}
+    got = cmp_of(rec({}, teeth=t_b), rec({}, teeth=t_a), "teeth")
+    assert got["regressions"] == [ch("teeth", "t::a", "bitten", "toothless", "teeth")]
+    assert got["improvements"] == [ch("teeth", "t::c", "toothless", "bitten", "teeth")]
+    assert cmp_of(rec({}, teeth=t_b), rec({}, teeth=None), "teeth")["regressions"] == [
+        ch("teeth", None, "coverage checked", "coverage not checked", "teeth")]
+    assert cmp_of(rec({}, teeth=None), rec({}, teeth=t_a), "teeth") == EMPTY
+    assert cmp_of(rec({}, teeth=None), rec({}, teeth=None), "teeth") == EMPTY
+
+
+def test_library_changes():
+    other = {**LIB, "cudnn_by_name": ["/t/libcudnn.so.9 (91900)"]}
+    assert cmp_of(rec({}, library=LIB), rec({}, library=other))["regressions"] == [
+        ch("library", "cudnn_by_name", LIB["cudnn_by_name"], other["cudnn_by_name"])]
+    gone = {k: v for k, v in LIB.items() if k != "cudart_by_name"}
+    assert cmp_of(rec({}, library=LIB), rec({}, library=gone))["regressions"] == [
+        ch("library", "cudart_by_name", LIB["cudart_by_name"], None)]
+    assert cmp_of(rec({}, library=gone), rec({}, library=LIB)) == EMPTY  # none before: nothing to lose
+    copies = {**LIB, "cudnn_copies": ["/a", "/b"]}
+    assert cmp_of(rec({}, library=LIB), rec({}, library=copies))["regressions"] == [
+        ch("library", "cudnn_copies", [], ["/a", "/b"])]
+    assert cmp_of(rec({}, library=copies), rec({}, library=LIB)) == EMPTY
+    no_copies_key = {k: v for k, v in LIB.items() if k != "cudnn_copies"}
+    assert cmp_of(rec({}, library=no_copies_key), rec({}, library=copies))["regressions"] == [
+        ch("library", "cudnn_copies", None, ["/a", "/b"])]
+    assert cmp_of(rec({}, library=copies), rec({}, library={**LIB, "cudnn_copies": ["/b", "/a"]})) == EMPTY
+
+
+def test_added_removed_not_selected_and_missing():
+    r = rec({"t::a": "passed"})
+    both = base({"c0": {"normal": r, "teeth": r}, C: {"normal": r}})
+    after = base({C: {"normal": r, "teeth": r}, "c2": {"normal": r}})
+    got = compare(both, after).to_dict()
+    assert got == {**EMPTY, "added": [ch("cell", None, None, "pass", "teeth"), ch("cell", None, None, "pass", "normal", "c2")],
+                   "removed": [ch("cell", None, "pass", None, "normal", "c0"), ch("cell", None, "pass", None, "teeth", "c0")]}
+    scope = Scope(frozenset({"c0", C}), frozenset({("c0", "teeth")}), {"c0": "its build failed"})
+    got = compare(both, after, scope).to_dict()
+    assert got["removed"] == []
+    assert got["not_selected"] == [ch("not selected", None, "pass", "not selected", "normal", "c0")]
+    assert got["missing"] == [ch("missing", None, "pass", "did not run: its build failed", "teeth", "c0")]
+    scope = Scope(frozenset({"c0"}), frozenset({("c0", "normal")}))
+    assert compare(both, after, scope).to_dict()["missing"] == [
+        ch("missing", None, "pass", "did not run: no result came back", "normal", "c0")]
+    assert compare(both, after, Scope(frozenset({C}))).to_dict()["removed"] == [
+        ch("cell", None, "pass", None, "normal", "c0"), ch("cell", None, "pass", None, "teeth", "c0")]
+
+
+def test_regressions_are_ordered_by_kind_then_cell_mode_and_test():
+    b = rec({"t::b": "passed MATH", "t::a": "passed"}, counts={"collected": 3, "passed": 2}, library=LIB)
+    a = rec({"t::b": "passed", "t::a": "failed"}, "fail", {"collected": 2, "passed": 1},
+            library={**LIB, "cudnn_copies": ["/x"]})
+    kinds = [(c["kind"], c["cell"], c["mode"], c["test"]) for c in
+             compare(base({"z": {"normal": b}, "y": {"teeth": b, "normal": b}}),
+                     base({"z": {"normal": a}, "y": {"teeth": a, "normal": a}})).to_dict()["regressions"]]
+    assert kinds == [("verdict", "y", "normal", None), ("verdict", "y", "teeth", None), ("verdict", "z", "normal", None),
+                     ("test", "y", "normal", "t::a"), ("test", "y", "teeth", "t::a"), ("test", "z", "normal", "t::a"),
+                     ("tier", "y", "normal", "t::b"), ("tier", "y", "teeth", "t::b"), ("tier", "z", "normal", "t::b"),
+                     ("count", "y", "normal", "collected"), ("count", "y", "normal", "passed"),
+                     ("count", "y", "teeth", "collected"), ("count", "y", "teeth", "passed"),
+                     ("count", "z", "normal", "collected"), ("count", "z", "normal", "passed"),
+                     ("library", "y", "normal", "cudnn_copies"), ("library", "y", "teeth", "cudnn_copies"),
+                     ("library", "z", "normal", "cudnn_copies")]
+
+
+def test_show_and_line():
+    assert show(None) == "(none)" and show([]) == "(no tier)" and show(()) == "(no tier)"
+    assert show(["MATH", "CUDNN"]) == "MATH, CUDNN" and show(("A",)) == "A" and show(3) == "3"
+    assert Change("tier", "c", "normal", "t::x", ["A"], None).line() == "tier: c normal t::x: A -> (none)"
+    assert Change("verdict", "c", None, None, "pass", "fail").line() == "verdict: c: pass -> fail"
+
+
+class _R:
+    def __init__(self, cell, mode, stale):
+        self.cell = type("Cell", (), {"name": cell})()
+        self.mode = mode
+        self.stale_rules = stale
+
+
+def test_stale_rules_are_improvements_in_cell_and_mode_order():
+    cmp = compare(base({}), base({}))
+    add_stale_rules(cmp, [_R("b", "normal", [{"pattern": "t::x", "key": "known_failures", "what": "passes now"}]),
+                          _R("a", "teeth", [{"pattern": "t::y", "key": "known_toothless", "why": "old reason"},
+                                            {"pattern": "t::z", "key": "allowed_skips", "what": "w", "why": "y"}]),
+                          _R("a", "normal", [])])
+    assert cmp.to_dict()["improvements"] == [
+        ch("stale-rule", "t::y", "known_toothless", "old reason", "teeth", "a"),
+        ch("stale-rule", "t::z", "allowed_skips", "w", "teeth", "a"),
+        ch("stale-rule", "t::x", "known_failures", "passes now", "normal", "b")]
+
+
+def test_libs_comparison_pairs_cells_that_differ_only_in_libs():
+    ids = {"p": {"python": "3.12", "ort": "o", "torch": "t", "libs": "sys", "suite": "s"},
+           "q": {"python": "3.12", "ort": "o", "torch": "t", "libs": "pip", "suite": "s"},
+           "r": {"python": "3.13", "ort": "o", "torch": "t", "libs": "pip", "suite": "s"},
+           "s": {"python": "3.12", "ort": "o", "torch": "t", "libs": "sys", "suite": "s"}}
+    lp = {**LIB, "cudnn_by_name": ["/p"]}
+    lq = {**LIB, "cudnn_by_name": ["/q"]}
+    p = rec({"t::a": "passed MATH", "t::b": "passed", "t::c": "failed"}, library=lp)
+    q = rec({"t::a": "passed CUDNN_FLASH_ATTENTION", "t::b": "passed", "t::d": "passed"}, library=lq)
+    run = base({"p": {"normal": p, "teeth": p}, "q": {"normal": q}, "r": {"normal": q}, "s": {"normal": p}})
+    d, d2 = libs_comparison(run, ids)  # p and s have one libs set: never a pair
+    assert (d.mode, d.cells, d.cudnn) == ("normal", ("p", "q"), (["/p"], ["/q"]))
+    assert (d2.mode, d2.cells, d2.cudnn) == ("normal", ("q", "s"), (["/q"], ["/p"]))
+    assert d.tests == [("t::a", "passed MATH", "passed CUDNN_FLASH_ATTENTION"), ("t::c", "failed", "(absent)"),
+                       ("t::d", "(absent)", "passed")]
+    assert libs_comparison(run, {k: v for k, v in ids.items() if k != "q"}) == []
+    assert [x.cells for x in libs_comparison(run, {k: v for k, v in ids.items() if k != "p"})] == [("q", "s")]
+    same = base({"p": {"normal": p}, "q": {"normal": p, "teeth": p}})
+    (d,) = libs_comparison(same, ids)
+    assert d.tests == []
+    for key in ("python", "ort", "torch", "suite"):
+        other = {**ids, "q": {**ids["q"], key: "other"}}
+        assert libs_comparison(base({"p": {"normal": p}, "q": {"normal": q}}), other) == [], key
+    nolib = base({"p": {"normal": rec({}, library={})}, "q": {"normal": rec({}, library={})}})
+    assert libs_comparison(nolib, ids)[0].cudnn == ([], [])
+
+
+def test_records_without_some_keys_compare_as_zero_and_empty():
+    none = rec({}, counts={})
+    assert cmp_of(none, none) == EMPTY
+    assert cmp_of(none, rec({}, counts={"collected": 0, "passed": 0})) == EMPTY
+    no_copies = {k: v for k, v in LIB.items() if k != "cudnn_copies"}
+    assert cmp_of(rec({}, library=LIB), rec({}, library=no_copies)) == EMPTY
+    scoped = rec({}, counts={"collected": 0, "passed": 0}, scope="cudnn")
+    assert cmp_of(rec({}, counts={"passed": 1}), scoped, "teeth") == EMPTY  # none collected before: no count to lose
+
+
+def test_a_test_left_out_by_the_scope_leaves_the_tests_after_it_compared():
+    b = rec({"t::a": "passed", "t::b": "passed"})
+    a = rec({"t::b": "failed"}, counts={"collected": 2, "passed": 2}, scope="cudnn")
+    assert cmp_of(b, a, "teeth")["regressions"] == [ch("test", "t::b", "passed", "failed", "teeth")]
+
+
+def test_an_added_mode_leaves_the_modes_after_it_compared():
+    r, f = rec({"t::a": "passed"}), rec({"t::a": "passed"}, "fail")
+    got = compare(base({C: {"teeth": r}}), base({C: {"normal": r, "teeth": f}})).to_dict()
+    assert got["added"] == [ch("cell", None, None, "pass")]
+    assert got["regressions"] == [ch("verdict", None, "pass", "fail", "teeth")]
+
+
+def test_library_regressions_of_one_mode_are_ordered_by_key():
+    other = {"cudnn_by_name": ["/t/libcudnn.so.9"], "cudart_by_name": ["/t/libcudart.so.13"], "cudnn_copies": ["/x"]}
+    assert [c["test"] for c in cmp_of(rec({}), rec({}, library=other))["regressions"]] == [
+        "cudart_by_name", "cudnn_by_name", "cudnn_copies"]
+
+
+def test_libs_comparison_looks_past_a_cell_with_the_same_libs():
+    ids = {n: {"python": "3.12", "ort": "o", "torch": "t", "libs": libs, "suite": "s"}
+           for n, libs in (("p", "sys"), ("pa", "sys"), ("q", "pip"))}
+    r = rec({})
+    assert [d.cells for d in libs_comparison(base({n: {"normal": r} for n in ids}), ids)] == [("p", "q"), ("pa", "q")]
+    ids["pb"] = {**ids["p"], "python": "3.13", "libs": "x"}
+    ids["pz"] = {**ids["p"], "libs": "z"}
+    got = [d.cells for d in libs_comparison(base({n: {"normal": r} for n in ids}), ids)]
+    assert got == [("p", "pz"), ("p", "q"), ("pa", "pz"), ("pa", "q"), ("pz", "q")]

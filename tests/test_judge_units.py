@@ -1,0 +1,148 @@
+"""verdicts.judge and the cross-checks of its witnesses in-process (issue 26): each witness disagreeing on its
+own, with the whole list of reasons, and the verdict's parts (tests/test_faults.py proves each through a real
+run that lies)."""
+from __future__ import annotations
+
+from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.junit import JunitCounts
+from ort_gpu_matrix.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.verdicts import (
+    Counts,
+    Dispatch,
+    Evidence,
+    Libraries,
+    StaleRule,
+    Status,
+    TeethCoverage,
+    judge,
+    judge_counts,
+    judge_teeth,
+    refused,
+    scoped,
+    stale_in,
+)
+
+
+def report(tests, exitstatus=0, **kw):
+    return {"tests": tests, "exitstatus": exitstatus, "audits": [], "collected": {"main": len(tests)}, **kw}
+
+
+def ev(rep, exit_code=0, junit=None, **kw):
+    base = dict(exit_code=exit_code, report=rep, report_sha256="d", report_problem=None, digest="d", junit=junit,
+                junit_problem=None, collected=None)
+    return Evidence(**{**base, **kw})
+
+
+PASSING = {"t::a": {"outcome": "passed", "sdpa": ["MATH"]}, "t::b": {"outcome": "passed", "reruns": 1}}
+
+
+def test_a_clean_run_passes_with_its_parts():
+    v = judge(judge_counts, PassExpect(), ev(report(PASSING), junit=JunitCounts(0, 0, 0)), (), "/venv")
+    assert (v.status, v.reasons, v.warnings) == (Status.PASS, [], [])
+    assert v.counts == Counts(2, 2) and v.dispatch == Dispatch({"t::a": ["MATH"]}, {"MATH": 1}, {"MATH": 1})
+    assert v.outcomes == {"t::a": "passed", "t::b": "passed"} and v.reruns == {"t::b": 1}
+    assert v.libraries == Libraries({"cudnn": None, "cudart": None}, []) and v.teeth_coverage is None
+
+
+def reasons(e, expect=None, judge_=judge_counts):
+    return judge(judge_, expect or PassExpect(), e, (), "/venv").reasons
+
+
+def test_each_witness_that_disagrees_is_a_reason():
+    r = report(PASSING)
+    assert reasons(ev(r, digest=None)) == ["the probe sent no digest of its report, so the report cannot be trusted"]
+    assert reasons(ev(r, digest="other")) == [
+        "the probe's report was changed after the probe wrote it (its sha256 is not the one the probe sent): the "
+        "tests' own code edited it"]
+    assert reasons(ev(r, exit_code=1)) == ["the probe's report says pytest exited 0, but the process exited 1",
+                                           "pytest exited 1 but no failure was recorded"]
+    assert reasons(ev(report(PASSING, exitstatus=0), exit_code=6)) == [  # --max-warnings applied after the session
+        "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)"]
+    assert reasons(ev(report(PASSING, exitstatus=1), exit_code=6))[1] == (
+        "the probe's report says pytest exited 1, but the process exited 6")
+    failing = report({**PASSING, "t::f": {"outcome": "failed", "message": "m"}}, exitstatus=0)
+    assert reasons(ev(failing, exit_code=0)) == ["pytest exited 0 but 1 failure(s) or error(s) were recorded",
+                                                 "1 unexpected failure(s): t::f failed: m"]
+    errors = report({**PASSING, "t::e": {"outcome": "error"}}, exitstatus=0)
+    assert reasons(ev(errors, exit_code=0))[0] == "pytest exited 0 but 1 failure(s) or error(s) were recorded"
+    short = report(PASSING, collected={"main": 3})
+    assert reasons(ev(short)) == ["3 collected, 2 with an outcome"]
+    assert reasons(ev(report(PASSING, collected={"main": 2}))) == []
+    assert reasons(ev(r, junit_problem="junit.xml: bad")) == ["junit.xml: bad"]
+    assert reasons(ev(r, junit=JunitCounts(1, 2, 3))) == [
+        "the probe's report and pytest's junit file disagree (failed: the probe 0, junit 1; errors: the probe 0, "
+        "junit 2; skipped or xfailed: the probe 0, junit 3)"]
+    mixed = report({**PASSING, "t::s": {"outcome": "skipped", "message": "ok"}, "t::x": {"outcome": "xfailed"}})
+    assert reasons(ev(mixed, junit=JunitCounts(0, 0, 2)), PassExpect(allowed_skips=("ok",))) == []
+    assert reasons(ev(mixed, junit=JunitCounts(0, 0, 1)), PassExpect(allowed_skips=("ok",))) == [
+        "the probe's report and pytest's junit file disagree (skipped or xfailed: the probe 2, junit 1)"]
+
+
+def test_a_run_without_a_report_or_stopped_says_only_that():
+    assert reasons(ev(None, exit_code=0)) == [
+        "the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)",
+        "nothing passed"]
+    assert reasons(ev(report(PASSING), report_problem="report.json: not a report")) == ["report.json: not a report"]
+    assert reasons(ev(None, exit_code=None, stopped="timed out after 5 s", running=("t::a", "t::b")))[0] == (
+        "timed out after 5 s; running: t::a; t::b")
+    assert reasons(ev(None, exit_code=None, stopped="timed out"))[0] == "timed out"
+    assert reasons(ev(report(PASSING, exitstatus=2), exit_code=2)) == [
+        "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run"]
+    assert reasons(ev(report(PASSING, exitstatus=9), exit_code=9)) == ["pytest ended with unexpected exit code 9"]
+    assert reasons(ev(report(PASSING, exitstatus=1), exit_code=1))[0] == "pytest exited 1 but no failure was recorded"
+    assert reasons(ev(report(PASSING), exit_code=0, collected=5)) == []  # the report's count wins over progress
+    assert judge(judge_counts, PassExpect(), ev(None, exit_code=None, stopped="x", collected=4), (), "/v").counts == \
+        Counts(collected=4)
+
+
+def test_stale_rules_count_only_in_complete_runs_and_their_own_cells():
+    rule_here = Rule("t::gone", "r", (Observation("c1", "1", "2026-12-01"),))
+    e = PassExpect(known_failures=(rule_here, Rule("t::also", "r2")))
+    v = judge(judge_counts, e, ev(report(PASSING)), (), "/venv", cell="c1")
+    assert [s.pattern for s in v.stale_rules] == ["t::gone", "t::also"]
+    assert v.warnings == [s.warning() for s in v.stale_rules]
+    assert v.warnings[1] == ("stale rule: known_failures 't::also' matched nothing in this run (it matched no test "
+                             "that ran (gone, renamed or deselected)); `nox -s calibrate` drops it")
+    v = judge(judge_counts, e, ev(report(PASSING)), (), "/venv", cell="c2")
+    assert [s.pattern for s in v.stale_rules] == ["t::also"]
+    assert judge(judge_counts, e, ev(report(PASSING), digest=None), (), "/venv").stale_rules == []
+    found = [StaleRule("k", "p", "", "w", ("c1",)), StaleRule("k", "q", "", "w")]
+    assert stale_in(found, None, True) == found and stale_in(found, "c1", False) == []
+    assert stale_in(found, "c3", True) == found[1:]
+
+
+def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rules():
+    rep = report({"t::a": {"outcome": "failed", "message": TEETH_MESSAGE}}, exitstatus=1,
+                 unattributed_sdpa=["MATH", "CUDNN_FLASH_ATTENTION", "MATH"])
+    v = judge(judge_teeth, TeethExpect(forbid_kernels=("MATH",)), ev(rep, exit_code=1), (), "/venv",
+              prior=Dispatch({"t::a": ["CUDNN_FLASH_ATTENTION"], "t::b": ["CUDNN_FLASH_ATTENTION"]}))
+    assert v.reasons == ["1 toothless test(s): dispatched CUDNN_FLASH_ATTENTION in require_cudnn but did not fail "
+                         "with the verbatim message when MATH was forced: t::b"]
+    assert v.warnings == ["3 SdpaKernel token(s) printed while no session that asked for the CUDA EP was running "
+                          "were not counted (CUDNN_FLASH_ATTENTION, MATH)"]
+    assert v.teeth_coverage == TeethCoverage(True, 2, 1, 1, [], ["t::b"], ["t::a"])
+    assert v.status is Status.FAIL
+    rep = report({"t::a": {"outcome": "passed", "sdpa": ["MATH"]}})
+    assert reasons(ev(rep), PassExpect(forbid_kernels=("MATH",))) == [
+        "1 test(s) dispatched forbidden MATH: t::a ran MATH"]
+
+
+def test_to_dicts_scoped_and_refused():
+    assert TeethCoverage().to_dict() == {"checked": False, "scope": "all"}
+    assert TeethCoverage(scope="cudnn", selected=3).to_dict() == {"checked": False, "scope": "cudnn", "selected": 3}
+    assert TeethCoverage(True, 3, 2, 1, ["d"], ["u"], ["b1", "b2"]).to_dict() == {
+        "checked": True, "cudnn_tests": 3, "bitten": 2, "toothless": 1, "declared_toothless": ["d"],
+        "undeclared_toothless": ["u"], "bitten_tests": ["b1", "b2"], "scope": "all"}
+    s = StaleRule("known_failures", "t::x", "why", "no longer fails", ("c1",), "t::x (passed)")
+    assert s.why == "no longer fails: t::x (passed)" and StaleRule("k", "p", "r", "w").why == "w"
+    assert s.to_dict("normal") == {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "why",
+                                   "why": "no longer fails: t::x (passed)", "what": "no longer fails"}
+    v = judge(judge_counts, PassExpect(), ev(report(PASSING)), (), "/venv")
+    sv = scoped(v, "cudnn", 4)
+    assert sv.teeth_coverage == TeethCoverage(scope="cudnn", selected=4) and sv.reasons == v.reasons
+    cov = TeethCoverage(True, 1, 1, 0, [], [], ["t::a"])
+    import dataclasses
+    assert scoped(dataclasses.replace(v, teeth_coverage=cov), "all", None).teeth_coverage == cov
+    r = refused("no census", "cudnn")
+    assert (r.status, r.reasons, r.warnings, r.counts, r.dispatch) == (Status.FAIL, ["no census"], [], Counts(), Dispatch())
+    assert r.teeth_coverage == TeethCoverage(scope="cudnn") and r.libraries == Libraries()

@@ -1,0 +1,72 @@
+"""The adversarial table of tests/test_bad_inputs.py, read in-process by load_matrix: the same exact problems,
+without a nox run per row, so mutmut can run it against every mutant of config/loader.py (issue 26). The nox
+rows stay the proof that the messages reach the user; these pin the loader's decisions, and a few more of the
+kind the independent mutants found (a TOML boolean where a whole number is wanted)."""
+from __future__ import annotations
+
+import pytest
+from test_bad_inputs import BASE, ROWS, _fill
+
+from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.errors import MatrixError
+
+# Rows whose problem is found after loading (on the host, or at registration): load_matrix accepts them.
+AFTER_LOAD = {'the same pairing twice', 'pin missing on this host', 'pin a text file', 'search finds nothing',
+              'python not on this host', 'torch environment missing', 'local ORT wheel missing',
+              'wheelhouse not a dir', 'suite root not a dir', 'suite files glob matches nothing',
+              'pythonpath not a dir', 'unset variable', 'ort source missing on this host',
+              'ort source without VERSION_NUMBER', 'ort source from an unset variable',
+              'root under an unset ORT checkout variable', 'offline without the ORT wheel',
+              "offline without a pip set's wheel", 'expect_file missing'}
+
+
+def _matrix(tmp_path, text):
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "libcudart.so.13").write_text("not a library\n")
+    (tmp_path / "emptyhouse").mkdir()
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(text)
+    return matrix
+
+
+@pytest.mark.parametrize("name, edit, expected", ROWS, ids=[r[0] for r in ROWS])
+def test_the_loader_finds_exactly_the_rows_problems(tmp_path, name, edit, expected):
+    matrix = _matrix(tmp_path, edit(BASE, tmp_path))
+    if name in AFTER_LOAD:
+        load_matrix(matrix)
+        return
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix)
+    got = [str(p) for p in err.value.problems]
+    want = []
+    for row in expected:
+        file, (key, problem, fix) = (_fill(row[0], tmp_path), row[1:]) if len(row) == 4 else (str(matrix), row)
+        want.append(f"{file}: {_fill(key, tmp_path)}: {_fill(problem, tmp_path)}\n    fix: {_fill(fix, tmp_path)}")
+    assert sorted(got) == sorted(want)
+    assert str(err.value).startswith(f"ort-gpu-matrix: {len(want)} problem(s) found, nothing was built or run\n")
+
+
+BOOL_FOR_INT = [
+    ("[suite.s]\n", "timeout", "timeout = true", "suite.s.timeout", "must be a whole number >= 1, found True",
+     "write timeout = 3600"),
+    ("[suite.s]\n", "test_timeout", "test_timeout = false", "suite.s.test_timeout",
+     "must be a whole number >= 1, found False", "write test_timeout = 1"),
+    ("[suite.s]\n", "timeout", "timeout = 0", "suite.s.timeout", "must be a whole number >= 1, found 0",
+     "write timeout = 3600"),
+    ("[suite.s]\n", "timeout", "timeout = 1.5", "suite.s.timeout", "must be a whole number >= 1, found 1.5",
+     "write timeout = 3600"),
+]
+
+
+@pytest.mark.parametrize("section, name, line, key, problem, fix", BOOL_FOR_INT, ids=[r[2] for r in BOOL_FOR_INT])
+def test_a_boolean_or_a_fraction_is_no_whole_number(tmp_path, section, name, line, key, problem, fix):
+    matrix = _matrix(tmp_path, _fill(BASE, tmp_path).replace(section, section + line + "\n", 1))
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix)
+    assert [str(p) for p in err.value.problems] == [f"{matrix}: {key}: {problem}\n    fix: {fix}"]
+
+
+def test_the_least_whole_number_is_accepted(tmp_path):
+    matrix = _matrix(tmp_path, _fill(BASE, tmp_path).replace("[suite.s]\n", "[suite.s]\ntimeout = 1\ntest_timeout = 1\n", 1))
+    suite = load_matrix(matrix).suites["s"]
+    assert (suite.timeout, suite.test_timeout) == (1, 1)

@@ -1,0 +1,139 @@
+"""The probe's fd tap and library audit in-process (issue 26): the same code the test venvs run, called here
+so mutmut's mutants of ort_matrix_probe/fdtap.py and audit.py meet a test without a subprocess; test_probe.py
+and test_audit.py prove them in real test processes."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from conftest import FAKE_CUDART, FAKE_CUDNN, build_so
+
+from ort_matrix_probe import audit as au
+from ort_matrix_probe.fdtap import Fd1Tap, tiers_in
+
+
+def test_tiers_in_finds_every_token_in_order_through_colour_codes():
+    data = (b"\x1b[1;32mSdpaKernel=CUDNN_FLASH_ATTENTION\x1b[0m\nAttentionKernelOptions: use_math=1\n"
+            b"xSdpaKernel=MATH SdpaKernel=\x1b[0mMATH\nSdpaKernel=lower SdpaKernel=\n")
+    assert tiers_in(data) == ["CUDNN_FLASH_ATTENTION", "MATH", "MATH"]
+    assert tiers_in(b"") == []
+
+
+def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd):
+    got = []
+    tap = Fd1Tap(lambda data, cuda: got.append((data, cuda)))
+    tap.enter(False)
+    os.write(1, b"SdpaKernel=MATH\n")
+    tap.enter(True)  # an overlapping run: one window
+    os.write(1, b"two\n")
+    tap.exit()
+    assert got == []
+    libc = ctypes.CDLL(None)
+    libc.printf(b"buffered in libc\n")  # left in libc's stdout buffer: flushed before fd 1 is restored
+    tap.exit()
+    assert got == [(b"SdpaKernel=MATH\ntwo\nbuffered in libc\n", True)]
+    assert capfd.readouterr().out == "SdpaKernel=MATH\ntwo\nbuffered in libc\n"
+    tap.enter(False)  # a new window forgets the last one's CUDA
+    os.write(1, b"x" * 200000)  # more than a pipe holds: the reader drains while the run goes on
+    tap.exit()
+    assert got[1] == (b"x" * 200000, False)
+    assert capfd.readouterr().out == "x" * 200000
+
+
+def test_around_taps_each_call_and_asks_the_session_about_cuda(capfd):
+    got = []
+    tap = Fd1Tap(lambda data, cuda: got.append((data, cuda)))
+
+    def run(session, n, k=0):
+        os.write(1, f"SdpaKernel=MATH {session} {n} {k}\n".encode())
+        return n + k
+
+    wrapped = tap.around(run, lambda s: s == "cuda")
+    assert wrapped("cuda", 1, k=2) == 3 and wrapped("cpu", 5) == 5
+    assert got == [(b"SdpaKernel=MATH cuda 1 2\n", True), (b"SdpaKernel=MATH cpu 5 0\n", False)]
+    assert tap.around(lambda: 7, lambda s: True)() == 7 and got[2] == (b"", False)  # no session: no CUDA
+
+    def boom(session):
+        raise RuntimeError("x")
+
+    try:
+        tap.around(boom, lambda s: True)("s")
+    except RuntimeError:
+        pass
+    assert got[3] == (b"", True)
+    os.write(1, b"after\n")
+    assert capfd.readouterr().out.endswith("after\n")  # fd 1 restored after an exception
+
+
+def test_file_version_from_the_name_or_the_dist_that_owns_it(tmp_path):
+    assert au.file_version("/x/libcudnn.so.9.14.0") == "9.14.0"
+    assert au.file_version("/x/libcudart.so.13.0") == "13.0"
+    assert au.file_version("/x/libcudnn.so.9") is None
+    site = tmp_path / "site-packages"
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    info = site / "nvidia_cudnn_cu13-9.19.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: nvidia-cudnn-cu13\nVersion: 9.19.0\n")
+    assert au.file_version(str(lib / "libcudnn.so.9")) == "9.19.0"
+    assert au.file_version(str(lib / "libcudart.so.13")) is None  # a runtime looks for the runtime's dist
+    rt = site / "nvidia_cuda_runtime_cu13-13.0.96.dist-info"
+    rt.mkdir()
+    (rt / "METADATA").write_text("Name: x\nVersion:  13.0.96 \n")
+    assert au.file_version(str(lib / "libcudart.so.13")) == "13.0.96"
+    deep = tmp_path / "a" / "b" / "c" / "d" / "e" / "f"
+    deep.mkdir(parents=True)
+    (tmp_path / "a" / "nvidia_cudnn_x.dist-info").mkdir()
+    (tmp_path / "a" / "nvidia_cudnn_x.dist-info" / "METADATA").write_text("Version: 1\n")
+    assert au.file_version(str(deep / "libcudnn.so.9")) is None  # five levels up, no further
+    assert au.file_version(str(tmp_path / "a" / "b" / "c" / "d" / "e" / "libcudnn.so.9")) == "1"
+
+
+def test_by_name_reported_version_mapped_files_and_audit(tmp_path, monkeypatch):
+    cudnn = build_so(tmp_path / "libcudnn.so.9.14.0", "libcudnn.so.9", FAKE_CUDNN % 91400)
+    cudart = build_so(tmp_path / "libcudart.so.13", "libcudart.so.13", FAKE_CUDART % 13020)
+    other = build_so(tmp_path / "libother.so.1", "libother.so.1", "int f(void) { return 1; }\n")
+    link = tmp_path / "libcudnn.so.9"
+    link.symlink_to(cudnn.name)
+    assert au.reported_version(str(link)) == 91400 and au.reported_version(str(cudart)) == 13020
+    assert au.reported_version(str(tmp_path / "missing.so")) is None
+    assert au.reported_version(str(other)) is None
+    hit = au.by_name(["libnothing.so.1", str(link)], "cudnnGetVersion")
+    assert hit == {"soname": str(link), "file": str(cudnn), "version": 91400}
+    assert au.by_name([str(cudart)], "cudaRuntimeGetVersion") == {"soname": str(cudart), "file": str(cudart),
+                                                                   "version": 13020}
+    assert au.by_name(["libnothing.so.1"], "x") == {"soname": "libnothing.so.1", "file": None, "version": None,
+                                                    "error": "not found"}
+    assert au.by_name([], "x")["soname"] is None
+    mapped = au.mapped_files()
+    assert str(cudnn) in mapped and str(cudart) in mapped and mapped == sorted(set(mapped))
+    monkeypatch.setenv("LD_PRELOAD", f"{cudart}::/nowhere/libcudart.so.13.0.1")
+    monkeypatch.delitem(__import__("sys").modules, "onnxruntime", raising=False)
+    a = au.audit()
+    assert a["pid"] == os.getpid() and a["preload"] == [str(cudart), "/nowhere/libcudart.so.13.0.1"]
+    assert str(cudnn) in a["mapped"] and str(cudart) in a["mapped"] and str(other) not in a["mapped"]
+    assert {"file": str(cudnn), "file_version": "9.14.0", "reports": 91400} in a["cudnn_copies"]
+    # by soname: the first libcudnn.so.9 this process loaded, which is this test's file unless an earlier run of
+    # the same test in this process (mutmut runs the selection more than once) loaded its own copy first
+    # the same process (conftest's fake libraries, other tests) may have loaded one of that soname before
+    for lib, soname, symbol in (("cudnn", "libcudnn.so.9", "cudnnGetVersion"),
+                                ("cudart", "libcudart.so.13", "cudaRuntimeGetVersion")):
+        hit = a["by_name"][lib]
+        assert hit == au.by_name([soname], symbol) and hit["soname"] == soname and "error" not in hit
+        assert hit["file"] in a["mapped"] and isinstance(hit["version"], int)
+    assert a["onnxruntime_file"] is None and a["onnxruntime_version"] is None
+    import onnxruntime
+    a = au.audit()
+    assert a["onnxruntime_file"] == os.path.realpath(onnxruntime.__file__)
+    assert a["onnxruntime_version"] == onnxruntime.__version__ == au.imported_version()
+
+
+def test_a_window_leaves_no_file_descriptor_open(capfd):
+    tap = Fd1Tap(lambda data, cuda: None)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        tap.enter(True)
+        os.write(1, b"SdpaKernel=MATH\n")
+        tap.exit()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    capfd.readouterr()

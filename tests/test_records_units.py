@@ -1,0 +1,162 @@
+"""The expect file's writer and the baseline's reader in-process, asserting whole texts and whole messages
+(issue 26: killed here, mutmut's mutants of expectfile.py and baseline.py need no calibrate or sweep run)."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ort_gpu_matrix import expectfile as ef
+from ort_gpu_matrix.baseline import (
+    Baseline,
+    BaselineError,
+    ModeRecord,
+    baselines_dir,
+    check_name,
+    resolve_baseline,
+    save_path,
+)
+from ort_gpu_matrix.baseline import TestLine as Line
+from ort_gpu_matrix.config.model import Observation, Rule
+
+
+def test_string_escapes_every_character_toml_needs():
+    assert ef.string('a"b\\c\b\t\n\f\r\x00\x1f\x7f\ud800é') == '"a\\"b\\\\c\\b\\t\\n\\f\\r\\u0000\\u001F\\u007F\\uFFFDé"'
+    assert ef.string(" ~\x20") == '" ~ "'
+    for text in ('"\\\b\t\n\f\r\x01\x7f', "plain", "\udfff"):
+        assert tomllib.loads(f"k = {ef.string(text)}")["k"] == text.replace("\ud800", "\ufffd").replace("\udfff", "\ufffd")
+
+
+def test_literal_regex_and_comment():
+    assert ef.literal_regex("a b.c[1]") == "^a b\\.c\\[1\\]$"
+    assert ef.literal_regex("x\ud800") == "^x\\ud800$"
+    assert ef.comment("a\nb\x7fc\x1f\ud800 d\x20e") == "a b c   d e"
+
+
+def test_value():
+    assert ef.value(("a", 'b"')) == '["a", "b\\""]' and ef.value(()) == "[]"
+    assert ef.value("x") == '"x"' and ef.value(3) == "3"
+
+
+def test_render_writes_every_table_in_order():
+    obs = (Observation("c1", "1.32.0", "2026-12-01"), Observation("c2", "1.32.0", "2026-12-02"))
+    tables = [
+        ef.ModeTable("normal", kept={"require_kernel": "MATH", "forbid_kernels": ("A",)},
+                     counts=[ef.Count("min_passed", 3, "c1\n")], skips=[ef.Skip("no GPU", "c1, c2")],
+                     rules={"known_failures": [Rule("t::a", 'r"', obs), Rule("t::b", "plain")]}),
+        ef.ModeTable("empty"),
+        ef.ModeTable("teeth", skips=[], rules={"known_toothless": []}),
+    ]
+    text = ef.render(["from calibrate", "", "line\x00two"], tables)
+    assert text == "\n".join([
+        "# from calibrate", "#", "# line two", "",
+        "[expect.normal]", 'require_kernel = "MATH"', 'forbid_kernels = ["A"]', "min_passed = 3  # c1 ",
+        "allowed_skips = [", '    "no GPU",  # c1, c2', "]",
+        "known_failures = [",
+        '    { test = "t::a", reason = "r\\"", observed = [{ cell = "c1", ort = "1.32.0", date = "2026-12-01" }, '
+        '{ cell = "c2", ort = "1.32.0", date = "2026-12-02" }] },',
+        '    { test = "t::b", reason = "plain" },', "]", "",
+        "[expect.teeth]", "allowed_skips = [", "]", "known_toothless = [", "]"]) + "\n"
+    assert tomllib.loads(text)["expect"]["normal"]["known_failures"][0]["observed"][1]["cell"] == "c2"
+    assert ef.ModeTable("m").empty and not ef.ModeTable("m", skips=[]).empty
+    assert not ef.ModeTable("m", kept={"a": 1}).empty and not ef.ModeTable("m", counts=[ef.Count("k", 1, "")]).empty
+    assert not ef.ModeTable("m", rules={"known_failures": []}).empty
+    assert ef.render([], []) == "\n"
+
+
+def test_test_lines_encode_and_decode():
+    assert Line("passed", ("A", "B"), 2).encode() == "passed A B reruns=2" and Line("failed").encode() == "failed"
+    assert Line.decode("passed CUDNN_FLASH_ATTENTION MATH reruns=10") == Line("passed", ("CUDNN_FLASH_ATTENTION", "MATH"), 10)
+    assert Line.decode("skipped") == Line("skipped")
+    for bad, msg in (("", "'' is not an outcome"), ("won", "'won' is not an outcome"),
+                     ("passed reruns=1 reruns=2", "reruns= must be given once, as a whole number"),
+                     ("passed reruns=x", "reruns= must be given once"), ("passed reruns=", "reruns= must be given once"),
+                     ("passed math", "tiers are written as SdpaKernel names"), ("passed 1A", "tiers are written")):
+        with pytest.raises(ValueError, match=msg):
+            Line.decode(bad)
+
+
+def _data(**cell):
+    return {"baseline_version": 1, "name": "b", "created": "2026-12-01T00:00:00+00:00",
+            "cells": {"c": {"normal": {"verdict": "pass", "counts": {"collected": 1, "passed": 1},
+                                       "tests": {"t::a": "passed MATH"}, **cell}}}}
+
+
+def test_a_baseline_round_trips(tmp_path):
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps(_data(teeth={"bitten": ["t::a"], "toothless": []}, teeth_scope="cudnn")))
+    b = Baseline.load(p)
+    rec = b.cells["c"]["normal"]
+    assert (b.name, b.created) == ("b", "2026-12-01T00:00:00+00:00")
+    assert rec == ModeRecord("pass", {"collected": 1, "passed": 1}, {"t::a": Line("passed", ("MATH",))},
+                             {"bitten": ["t::a"], "toothless": []}, {}, {}, "cudnn")
+    b.save(tmp_path / "again.json")
+    assert Baseline.load(tmp_path / "again.json") == b
+    assert json.loads(b.to_json())["cells"]["c"]["normal"]["teeth_scope"] == "cudnn"
+    plain = Baseline({"c": {"normal": ModeRecord("pass", {}, {}, None, {}, {})}}, "n", "t")
+    assert "teeth_scope" not in json.loads(plain.to_json())["cells"]["c"]["normal"]
+    assert b.modes() == {("c", "normal")}
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "no such baseline; save one with `nox -s sweep -- --save-baseline NAME`"),
+    ("{", "cannot be read as a baseline (Expecting property name"),
+    ("[]", "baseline_version None is not one this ort-gpu-matrix reads (1); re-save it from the results it was made from"),
+    (json.dumps({"baseline_version": 2}), "baseline_version 2 is not one"),
+    (json.dumps(_data(tests={"t::a": "won", "t::b": "passed x", "t::c": "fine"}, teeth={"bitten": []})),
+     "is not a well-formed baseline: cells.c.normal.tests.t::a: 'won' is not an outcome (passed, failed, skipped, "
+     "error, xfailed, xpassed); cells.c.normal.tests.t::b: 'passed x': tiers are written as SdpaKernel names "
+     "(CUDNN_FLASH_ATTENTION, MATH); cells.c.normal.tests.t::c: 'fine' is not an outcome (passed, failed, skipped, "
+     "error, xfailed, xpassed); and 1 more; re-save it with `nox -s sweep -- --save-baseline NAME`"),
+    (json.dumps(_data(teeth={"bitten": [], "toothless": [], "x": []})),
+     "cells.c.normal.teeth: needs the lists bitten and toothless; re-save"),
+    (json.dumps(_data(verdict="maybe")), "is not a well-formed baseline: "),
+])
+def test_a_bad_baseline_is_refused_naming_the_file_and_the_fix(tmp_path, text, message):
+    p = tmp_path / "b.json"
+    if text is not None:
+        p.write_text(text)
+    with pytest.raises(BaselineError) as err:
+        Baseline.load(p)
+    assert str(err.value).startswith(f"{p}: ") and message in str(err.value)
+
+
+def test_merged_over_keeps_and_names_what_this_sweep_did_not_run():
+    r1, r2 = ModeRecord("pass", {}, {}, None, {}, {}), ModeRecord("fail", {}, {}, None, {}, {})
+    old = Baseline({"a": {"normal": r1, "teeth": r1}, "b": {"normal": r1}}, "old", "t0")
+    new = Baseline({"a": {"normal": r2}, "c": {"normal": r2}}, "new", "t1")
+    merged, kept = new.merged_over(old)
+    assert kept == ["a teeth", "b normal"]
+    assert merged == Baseline({"a": {"normal": r2, "teeth": r1}, "b": {"normal": r1}, "c": {"normal": r2}}, "new", "t1")
+    assert old.cells["a"]["normal"] is r1  # the earlier one is not changed
+
+
+def test_baseline_names_and_paths(tmp_path, monkeypatch):
+    m = tmp_path / "matrix.toml"
+    monkeypatch.delenv("MATRIX_BASELINES", raising=False)
+    assert baselines_dir(m) == tmp_path / "baselines"
+    assert save_path("v1.2_rc+1", m) == tmp_path / "baselines" / "v1.2_rc+1.json"
+    assert resolve_baseline("main", m) == tmp_path / "baselines" / "main.json"
+    assert resolve_baseline("x.json", m) == Path("x.json").resolve()
+    assert resolve_baseline(str(tmp_path / "sub" / "x"), m) == tmp_path / "sub" / "x"
+    monkeypatch.setenv("MATRIX_BASELINES", str(tmp_path / "elsewhere"))
+    assert baselines_dir(m) == (tmp_path / "elsewhere").resolve()
+    for bad in ("", "../x", "a/b", ".hidden", "a..b", "-x", "a b"):
+        with pytest.raises(BaselineError, match=r"a baseline name is letters, digits"):
+            check_name(bad)
+    with pytest.raises(BaselineError) as err:
+        check_name("a/b", "--baseline")
+    assert str(err.value) == ("--baseline 'a/b': a baseline name is letters, digits, '.', '_', '+' and '-', starting "
+                              "with a letter or digit (no '/', no '..', not empty); it is saved as baselines/NAME.json")
+    with pytest.raises(BaselineError, match=r"^--baseline 'a\.\.b': "):
+        resolve_baseline("a..b", m)
+    with pytest.raises(BaselineError, match=r"^--save-baseline '\.\.'"):
+        save_path("..", m)
+    assert check_name("9") == "9"
+
+
+def test_the_first_character_past_the_surrogates_is_kept():
+    assert ef.string("\ue000\ud7ff") == '"\ue000\ud7ff"' and ef.literal_regex("\ue000") == "^\ue000$"
+    assert ef.comment("\ue000") == "\ue000"

@@ -1,0 +1,272 @@
+"""The verdict's pure decisions in-process, each asserting whole reasons, stale rules and coverage: the probe
+report read into tests and counts, the census, the pass and teeth judges, the dispatch rules and the library
+audit (issue 26: these kill mutmut's mutants of verdicts.py without a nox run; tests/test_verdicts.py and
+test_census.py prove the same through real runs)."""
+from __future__ import annotations
+
+import os
+
+from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.verdicts import (
+    GONE,
+    NOTHING_TO_COVER,
+    Counts,
+    Dispatch,
+    StaleRule,
+    TeethCoverage,
+    census,
+    collected_of,
+    count,
+    expectation_reasons,
+    first_line,
+    judge_counts,
+    judge_teeth,
+    library_audit,
+)
+from ort_gpu_matrix.verdicts import TestResult as T
+from ort_gpu_matrix.verdicts import (
+    tests_of as read_tests,
+)
+
+CUDNN, MATH, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "FLASH_ATTENTION"
+
+
+def test_tests_of_reads_outcomes_crashes_teardowns_and_collection_errors():
+    report = {"tests": {"t::a": {"outcome": "passed", "sdpa": [CUDNN, MATH], "reruns": 2},
+                        "t::b": {"outcome": "failed", "message": "boom"},
+                        "t::c": {},
+                        "t::d": {"outcome": "passed", "teardown_error": "td"}},
+              "collection": [{"nodeid": "t_x.py", "outcome": "error", "message": "ImportError"},
+                             {"nodeid": "t_y.py", "outcome": "error"}]}
+    assert read_tests(report) == [T("t::a", "passed", "", (CUDNN, MATH), 2), T("t::b", "failed", "boom", (), 0),
+                                T("t::c", "error", "worker crashed running t::c", ()), T("t::d", "passed", "", ()),
+                                T("t::d::teardown", "error", "td", ()), T("t_x.py", "error", "ImportError", ()),
+                                T("t_y.py", "error", "", ())]
+    assert read_tests(None) == [] and read_tests({}) == []  # type: ignore[arg-type]
+
+
+def test_count_and_collected():
+    tests = [T(str(i), o, "", ()) for i, o in enumerate(
+        ["passed", "passed", "failed", "error", "skipped", "xfailed", "xpassed", "xpassed", "skipped", "skipped"])]
+    assert count({"tests": {"a": {}, "b": {}}}, tests) == Counts(2, 2, 1, 1, 3, 1, 2)  # type: ignore[arg-type]
+    assert count(None, tests, 7) == Counts(7, 2, 1, 1, 3, 1, 2)
+    assert count(None, []) == Counts()
+    assert collected_of({"collected": {"gw0": 3, "gw1": 5, "gw2": 4}}, 9) == 5  # type: ignore[arg-type]
+    assert collected_of({"collected": {}}, 9) == 9 and collected_of(None, None) is None  # type: ignore[arg-type]
+
+
+def test_census_counts_tokens_per_tier_and_tests_per_tier():
+    d = census([T("a", "passed", "", (CUDNN, CUDNN, MATH)), T("b", "passed", "", (MATH,)), T("c", "passed", "", ())])
+    assert d == Dispatch({"a": [CUDNN, CUDNN, MATH], "b": [MATH]}, {CUDNN: 2, MATH: 2}, {CUDNN: 1, MATH: 2})
+    assert list(d.totals) == [CUDNN, MATH]
+    assert Dispatch({"z": [CUDNN], "a": [MATH, CUDNN], "m": [MATH]}).cudnn_tests() == ["a", "z"]
+
+
+def test_first_line():
+    assert first_line("\n  AssertionError: x  \nmore") == "AssertionError: x" and first_line("  \n ") == ""
+
+
+def rule(test: str, reason: str = "why", cells=()) -> Rule:
+    return Rule(test, reason, tuple(Observation(c, "1.32.0", "2026-12-01") for c in cells))
+
+
+def judged(expect, tests, counts=None, prior=None, judge=judge_counts):
+    counts = counts or count(None, tests, len(tests))
+    return judge(expect, tests, counts, prior)
+
+
+def test_nothing_passed_and_min_passed():
+    assert judged(PassExpect(), [T("a", "skipped", "why", ())]).reasons[0] == "nothing passed (1 skipped)"
+    assert judged(PassExpect(), []).reasons == ["nothing passed"]
+    two = [T("a", "passed", "", ()), T("b", "passed", "", ())]
+    assert judged(PassExpect(min_passed=3), two).reasons == ["only 2 passed, min_passed is 3"]
+    assert judged(PassExpect(min_passed=2), two).reasons == []
+    assert judged(PassExpect(min_passed=0), []).reasons == ["nothing passed"]
+
+
+def test_skips_failures_and_their_stale_rules():
+    ok = T("t::ok", "passed", "", ())
+    tests = [ok, T("t::s1", "skipped", "no GPU here", ()), T("t::s2", "skipped", "needs cuDNN 9", ()),
+             T("t::f", "failed", "AssertionError: 1\nmore", ()), T("t::e", "error", "E", ()),
+             T("t::kf", "failed", "known", ()), T("t::x", "xfailed", "x", ())]
+    f = judged(PassExpect(allowed_skips=("GPU", "never seen"), known_failures=(rule("kf"), rule("t::ok", "r", ["c1"]),
+                                                                              rule("gone"))), tests)
+    assert f.reasons == ["1 skip(s) not in allowed_skips: t::s2: needs cuDNN 9",
+                         "2 unexpected failure(s): t::f failed: AssertionError: 1; t::e error: E"]
+    assert f.stale == [StaleRule("known_failures", "t::ok", "r", "no longer fails", ("c1",), "t::ok (passed)"),
+                       StaleRule("known_failures", "gone", "why", GONE, (), ""),
+                       StaleRule("allowed_skips", "never seen", "", "no test skipped with a reason it matches")]
+    assert f.warnings == [] and f.coverage is None
+
+
+def test_offenders_are_listed_up_to_eight_then_counted():
+    tests = [T("t::ok", "passed", "", ())] + [T(f"t::f{i}", "failed", "m", ()) for i in range(10)]
+    (reason,) = judged(PassExpect(), tests).reasons
+    assert reason == ("10 unexpected failure(s): " + "; ".join(f"t::f{i} failed: m" for i in range(8)) +
+                      "; and 2 more")
+    (reason,) = judged(PassExpect(), tests[:9]).reasons
+    assert reason.endswith("t::f7 failed: m") and "more" not in reason
+
+
+def test_dispatch_rules_in_their_scope():
+    tests = [T("t::a", "passed", "", (MATH,)), T("t::b", "passed", "", (FLASH, MATH)), T("o::c", "passed", "", (CUDNN,))]
+    e = PassExpect(require_kernel=CUDNN, forbid_kernels=(MATH, FLASH), dispatch_tests="^t::")
+    assert expectation_reasons(judge_counts, e, tests, count(None, tests, 3), None) == [
+        f"no test dispatched {CUDNN} (seen: {FLASH}, {MATH})",
+        f"2 test(s) dispatched forbidden {MATH}: t::a ran {MATH}; t::b ran {MATH}",
+        f"1 test(s) dispatched forbidden {FLASH}: t::b ran {FLASH}"]
+    e = PassExpect(require_kernel=CUDNN, dispatch_tests="^none")
+    assert expectation_reasons(judge_counts, e, tests, count(None, tests, 3), None) == [
+        f"no test dispatched {CUDNN} (seen: no SdpaKernel token at all)"]
+    assert expectation_reasons(judge_counts, PassExpect(require_kernel=CUDNN, forbid_kernels=(FLASH,)), tests[2:],
+                               count(None, tests[2:], 1), None) == []
+
+
+BITE = T("t::a", "failed", TEETH_MESSAGE + "\ntraceback", ())
+
+
+def test_teeth_bites_covers_and_declares():
+    tests = [BITE, T("t::b", "failed", "AssertionError: 'X' != 'MATH'", ()), T("t::c", "passed", "", ()),
+             T("t::d", "passed", "", ()), T("t::k", "error", "E", ()), T("t::m", "passed", "", ())]
+    prior = Dispatch({"t::a": [CUDNN], "t::c": [CUDNN, MATH], "t::d": [CUDNN], "t::m": [MATH]})
+    e = TeethExpect(known_failures=(rule("t::k"),), known_toothless=(rule("t::d"), rule("t::a", "bites", ["c9"]),
+                                                                    rule("t::m"), rule("nowhere")))
+    f = judged(e, tests, prior=prior, judge=judge_teeth)
+    assert f.reasons == ["1 failure(s) other than the canary's: t::b failed: AssertionError: 'X' != 'MATH'",
+                         f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the "
+                         "verbatim message when MATH was forced: t::c"]
+    assert f.coverage == TeethCoverage(True, 3, 1, 2, ["t::d"], ["t::c"], ["t::a"])
+    assert f.stale == [StaleRule("known_toothless", "t::a", "bites", "it now bites", ("c9",), "t::a"),
+                       StaleRule("known_toothless", "t::m", "why", f"no longer a {CUDNN} test in require_cudnn", (), "t::m"),
+                       StaleRule("known_toothless", "nowhere", "why", GONE, (), "")]
+    assert f.warnings == []
+
+
+def test_teeth_without_a_bite_or_with_too_few():
+    assert judged(TeethExpect(), [T("t::a", "passed", "", ())], judge=judge_teeth).reasons == [
+        "canary has no teeth: nothing failed with MATH forced"]
+    assert judged(TeethExpect(), [T("t::a", "skipped", "", ())], judge=judge_teeth).reasons[0].startswith("canary")
+    f = judged(TeethExpect(min_failures=2), [BITE, T("t::x", "failed", "other", ())], judge=judge_teeth)
+    assert f.reasons == [f"1 test(s) failed with exactly {TEETH_MESSAGE!r}, min_failures is 2",
+                         "1 failure(s) other than the canary's: t::x failed: other"]
+    assert judged(TeethExpect(min_failures=2), [BITE, T("t::b", "failed", TEETH_MESSAGE, ())],
+                  judge=judge_teeth).reasons == []
+    f = judged(TeethExpect(), [T("t::e", "error", TEETH_MESSAGE, ())], judge=judge_teeth)  # an error is no bite
+    assert f.reasons == [f"0 test(s) failed with exactly {TEETH_MESSAGE!r}, min_failures is 1",
+                         f"1 failure(s) other than the canary's: t::e error: {TEETH_MESSAGE}"]
+    sub = judged(TeethExpect(), [T("t::s", "failed", "x " + TEETH_MESSAGE, ())], judge=judge_teeth)
+    assert sub.reasons[0].startswith("0 test(s) failed with exactly")
+
+
+def test_teeth_without_prior_or_with_nothing_to_cover():
+    f = judged(TeethExpect(), [BITE], judge=judge_teeth)
+    assert f.reasons == [] and f.coverage == TeethCoverage(checked=False)
+    assert f.warnings == ["teeth coverage not checked: no up-to-date require_cudnn result for this pairing"]
+    f = judged(TeethExpect(), [BITE], prior=Dispatch({"t::a": [MATH]}), judge=judge_teeth)
+    assert f.reasons == [NOTHING_TO_COVER] and f.coverage == TeethCoverage(True, 0, 0, 0, [], [], [])
+
+
+def test_a_known_failure_in_teeth_that_bites_is_stale():
+    f = judged(TeethExpect(known_failures=(rule("t::a"),)), [BITE], judge=judge_teeth)
+    assert f.stale == [StaleRule("known_failures", "t::a", "why", "no longer fails", (), "t::a (bitten)")]
+
+
+def audit(**kw):
+    return {"pid": 7, "process": "main", "by_name": {}, "mapped": [], "preload": [], "loader": None,
+            "onnxruntime_file": None, "cudnn_copies": [], **kw}
+
+
+def test_the_library_audit(tmp_path):
+    venv = str(tmp_path / "venv")
+    pin_cudnn, pin_cudart = "/l/libcudnn.so.9", "/l/libcudart.so.13"
+    good = audit(by_name={"cudnn": {"file": pin_cudnn, "soname": "libcudnn.so.9", "version": 91400},
+                          "cudart": {"file": pin_cudart}}, mapped=[pin_cudnn, pin_cudart],
+                 onnxruntime_file=os.path.join(os.path.realpath(venv), "x", "onnxruntime", "__init__.py"))
+    report = {"tests": {"t::a": {"process": "main"}, "t::b": {}}, "audits": [good]}
+    libs, reasons, warnings = library_audit(report, (pin_cudart, pin_cudnn), venv)  # type: ignore[arg-type]
+    assert (libs.pinned, reasons, warnings) == ({"cudnn": pin_cudnn, "cudart": pin_cudart}, [], [])
+    bad = audit(process="gw1", pid=9, by_name={"cudnn": {"file": "/t/libcudnn.so.9", "soname": "libcudnn.so.9",
+                                                          "version": 91900}},
+                mapped=[pin_cudnn], preload=[pin_cudart], onnxruntime_file="/src/onnxruntime/__init__.py",
+                cudnn_copies=[{"file": "/t/libcudnn.so.9", "file_version": "9.19.0"},
+                              {"file": pin_cudnn, "file_version": None}])
+    report = {"tests": {"t::a": {"process": "gw1"}, "t::b": {"process": "gw2"}, "t::c": {"process": "gw3"}},
+              "audits": [bad]}
+    _, reasons, warnings = library_audit(report, (pin_cudart, pin_cudnn), venv)  # type: ignore[arg-type]
+    assert reasons == sorted([
+        f"by-name libcudnn.so.9 resolved to /t/libcudnn.so.9 (version 91900), not the pinned {pin_cudnn}",
+        f"by-name None resolved to None (version None), not the pinned {pin_cudart}",
+        "no library audit came back from test process(es) gw2, gw3: what served their tests is unknown",
+        f"onnxruntime was imported from /src/onnxruntime/__init__.py, not from the pairing's venv "
+        f"{os.path.realpath(venv)} (a source dir shadows the wheel)",
+        f"the pinned {pin_cudart} was never mapped in the test process (pid 9): ld.so skipped it, so nothing was pinned"])
+    assert warnings == [f"2 copies of cuDNN mapped in one test process: /t/libcudnn.so.9 (9.19.0), {pin_cudnn} "
+                        "(version unknown)"]
+    one = audit(cudnn_copies=[{"file": pin_cudnn, "file_version": "9"}, {"file": pin_cudnn, "file_version": "9"}])
+    assert library_audit({"tests": {}, "audits": [one]}, (), venv)[1:] == ([], [])  # type: ignore[arg-type]
+    assert library_audit(None, (pin_cudnn,), venv)[1:] == ([], [])
+
+
+def test_the_loaders_promises_in_the_audit(tmp_path):
+    venv = os.path.realpath(tmp_path)
+    pin = "/l/libcudnn.so.9"
+    cases = [
+        ({"loader": "ort_preload_dlls", "error": "no such symbol"}, [
+            "loader ort_preload_dlls failed in the test process: no such symbol"]),
+        ({"loader": "ort_preload_dlls", "called": False}, ["loader ort_preload_dlls: preload_dlls was never called"]),
+        ({"loader": "ort_preload_dlls", "called": True, "torch_already_imported": True,
+          "resolved_at_end": "/src/onnxruntime/__init__.py"}, [
+            "loader ort_preload_dlls: at the session's end the tests' sys.path resolves onnxruntime to "
+            "/src/onnxruntime/__init__.py, not to the pairing's venv (a source dir shadows the wheel; the loader's "
+            "early import hid it)",
+            "loader ort_preload_dlls: torch was imported before preload_dlls ran (by a -p plugin), so torch's cuDNN "
+            "may win a by-name load"]),
+        ({"loader": "ort_preload_dlls", "called": True, "resolved_at_end": venv + "/ort/__init__.py"}, []),
+        ({"loader": "torch_first", "onnxruntime_already_imported": True, "called": False}, [
+            "loader torch_first: onnxruntime was imported before the probe could act"]),
+    ]
+    for loader, want in cases:
+        a = audit(loader=loader, mapped=[pin], by_name={"cudnn": {"file": pin}})
+        assert library_audit({"tests": {}, "audits": [a]}, (pin,), venv)[1] == sorted(want), loader  # type: ignore[arg-type]
+    a = audit(loader={"loader": "ort_preload_dlls", "called": True}, by_name={"cudnn": {"file": pin}})
+    assert library_audit({"tests": {}, "audits": [a]}, (pin,), venv)[1] == [  # type: ignore[arg-type]
+        f"the pinned {pin} was never mapped in the test process (pid 7): the libs set's loader (ort_preload_dlls) "
+        "did not load it, so nothing was pinned"]
+    a = audit(by_name={"cudnn": {"file": pin}})
+    assert library_audit({"tests": {}, "audits": [a]}, (pin,), venv)[1] == [  # type: ignore[arg-type]
+        f"the pinned {pin} was never mapped in the test process (pid 7): the libs set's loader (preload) "
+        "did not load it, so nothing was pinned"]
+
+
+def test_a_report_without_some_keys_reads_as_empty():
+    assert read_tests({"collection": [{"nodeid": "x.py", "outcome": "error"}]}) == [T("x.py", "error", "", ())]
+    assert read_tests({"tests": {"t::a": {"outcome": "passed"}}}) == [T("t::a", "passed", "", ())]
+    assert collected_of({"tests": {}}, 4) == 4  # type: ignore[arg-type]
+
+
+def test_a_known_failure_that_matches_only_an_error_is_not_stale():
+    tests = [T("t::ok", "passed", "", ()), T("t::e", "error", "E", ())]
+    assert judged(PassExpect(known_failures=(rule("t::e"),)), tests).stale == []
+
+
+def test_expectation_reasons_pass_the_prior_census_to_the_judge():
+    tests = [BITE, T("t::b", "passed", "", ())]
+    prior = Dispatch({"t::a": [CUDNN], "t::b": [CUDNN]})
+    assert expectation_reasons(judge_teeth, TeethExpect(), tests, count(None, tests, 2), prior) == [
+        f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim message when "
+        "MATH was forced: t::b"]
+
+
+def test_a_known_flaky_rule_that_matches_nothing_is_stale_beside_the_known_failures():
+    """h2's known_flaky rules are judged (and go stale) before the known failures: their stale rules must survive
+    what judge_counts adds after them (kills `out.stale = _stale_failures(...)`, an equivalent before h2)."""
+    from ort_gpu_matrix.config.model import FlakyRule
+
+    flaky = FlakyRule("t::gone", ("passed", "failed"), (), "comes and goes",
+                      observed=(Observation("c1", "1.32.0", "2026-12-01"),))
+    tests = [T("t::ok", "passed", "", ())]
+    f = judged(PassExpect(known_flaky=(flaky,), known_failures=(rule("t::ok"),)), tests)
+    assert f.reasons == []
+    assert f.stale == [StaleRule("known_flaky", "t::gone", "comes and goes", GONE, ("c1",), ""),
+                       StaleRule("known_failures", "t::ok", "why", "no longer fails", (), "t::ok (passed)")]
