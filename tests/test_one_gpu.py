@@ -158,13 +158,13 @@ def test_a_sweep_on_one_gpu_overlaps_two_cells_when_there_is_room(tmp_path, venv
     write_modes_matrix(tmp_path / "m.toml", log, {"a": {"normal": 3}, "b": {"normal": 3}})
     proc = sweep(tmp_path, venvs, "--gpus", "0", env=fake_gpu(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "nox > sweep: 2 mode run(s) at once per GPU (GPU 100000 of 140000 MiB free" in proc.stdout
+    assert "\nsweep: 2 mode run(s) at once per GPU (GPU 100000 of 140000 MiB free" in proc.stdout
     rec = records(log)
     assert overlaps(rec["a", "normal"], rec["b", "normal"])
     assert {r["cuda_visible_devices"] for r in rec.values()} == {"0"}
     capped = sweep(tmp_path, venvs, "--gpus", "0", "--slots-per-gpu", "1", env=fake_gpu(tmp_path))
     assert capped.returncode == 0, capped.stdout[-3000:]
-    assert "nox > sweep: 1 mode run(s) at once per GPU (--slots-per-gpu 1; " in capped.stdout
+    assert "\nsweep: 1 mode run(s) at once per GPU (--slots-per-gpu 1; " in capped.stdout
     log.unlink()
 
 
