@@ -41,12 +41,12 @@ LEGEND = {
 
 def why_expected(expect: DispatchExpect, test: TestResult, coverage: TeethCoverage | None) -> str | None:
     """The kind of expectation that accepted this test's outcome in this mode, or None."""
+    if isinstance(expect, TeethExpect) and test.outcome == "failed" and first_line(test.message) == expect.message:
+        return BITTEN  # the verdict counts a bite whatever else matches the test
     flaky = rule_for(expect.known_flaky, test.nodeid)
     if flaky is not None and test.outcome in (*FAILING, "skipped"):
         return KNOWN_FLAKY if within(as_set(flaky), test.outcome, test.sdpa) else None
     if test.outcome in FAILING:
-        if isinstance(expect, TeethExpect) and test.outcome == "failed" and first_line(test.message) == expect.message:
-            return BITTEN
         if any(re.search(r.test, test.nodeid) for r in expect.known_failures):
             return KNOWN_FAILURE
         return None

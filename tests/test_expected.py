@@ -139,3 +139,7 @@ def test_a_known_flaky_test_within_its_set_is_expected_and_outside_it_is_not():
     assert why_expected(expect, TestResult("t::flaky", "error", "boom", ()), None) is None  # not a listed outcome
     assert why_expected(expect, TestResult("t::flaky", "passed", "", ("MATH",)), None) is None
     assert why_expected(expect, TestResult("t::other", "failed", "boom", ()), None) == "known failure"
+    from ort_gpu_matrix.config.model import TeethExpect
+    from ort_gpu_matrix.expected import BITTEN
+    teeth = TeethExpect(known_flaky=(rule,))
+    assert why_expected(teeth, TestResult("t::flaky", "failed", teeth.message, ("MATH",)), None) == BITTEN
