@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import signal
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,9 @@ from .modes import spec
 from .orphans import new_workdir
 from .render.escape import term
 from .results import Result
+from .room import cores, decide, gpu_memory, workers_of
 from .run import remove_workdir, run_mode
+from .scheduler import last_peak_mib
 from .venvs import Venv, ensure_venv
 from .verdicts import (
     Status,
@@ -164,7 +169,8 @@ def _modes(runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: 
 
 
 def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Sequence[str], log: Say,
-           echo: Say) -> tuple[Result, dict[str, TestResult], list[str]]:
+           echo: Say, started_group: Callable[[int], None] | None = None
+           ) -> tuple[Result, dict[str, TestResult], list[str]]:
     """One confirmation rerun: a mode run in a private dir with only `keep`, stored as a bundle of its own."""
     cell, mode, r = m.cell, m.result.mode, m.resolved
     session = cell.mode_session(mode)
@@ -173,7 +179,7 @@ def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Seque
     try:
         workdir = new_workdir(session, log)
         try:
-            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep)
+            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep, started_group=started_group)
             ev = evidence(outcome)
             verdict = judge(spec(mode).judge, cell.suite.expect[mode], ev, r.pinned, str(venv.path), cell=cell.name)
             tests = tests_of(outcome.report)
@@ -249,9 +255,60 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
                                outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record)
 
 
+def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int, n: int, posargs: Sequence[str],
+           wanted: int | None, log: Say, echo: Say) -> None:
+    """Rerun k of n of one cell's modes: each its own process, side by side on the GPU where the host has room.
+
+    The modes' reruns are independent (each its own private dir, fd tap, audit and bundle), like a cell's
+    normal and require_cudnn (room.py decides how many share the GPU, and cuts -n to the cores' share).
+    Within one round no rerun reads another's result; rounds stay in order, since a round reruns only what
+    the rounds before it have not cleared. The first rerun runs on this thread, where an interrupt lands;
+    the others, in threads, are stopped (SIGINT to their process group) when it does.
+    """
+    if not todo:
+        return
+    cell = todo[0][0].cell
+    own = workers_of([*cell.suite.pytest_args, *posargs], cores())
+    room = decide(wanted, cell.suite.slots_per_gpu, len(todo), cores(), own,
+                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")),
+                  [last_peak_mib(matrix.workspace.results_dir, m.result.session) for m, _ in todo])
+    if len(todo) > 1:
+        log(f"confirm: {cell.name}: rerun {k} of {n}: {room.slots} mode rerun(s) at once ({room.why})")
+    extra = [*posargs, *room.pytest_args(own)] if room.slots > 1 else list(posargs)
+    groups: list[int] = []
+
+    def one(m: _Mode, selected: list[str], started: Callable[[int], None] | None) -> None:
+        keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
+        log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)")
+        stored, got, problems = _rerun(matrix, m, venv, keep, extra, log, echo, started)
+        m.reruns.append(Rerun(stored.run_id, stored.bundle, len(keep), stored.duration_s, problems))
+        for p in problems:
+            log(f"confirm: {m.result.session}: rerun {k} cannot clear anything: {term(p)}")
+        _weigh(m, selected, got, problems)
+
+    for at in range(0, len(todo), room.slots):
+        batch = todo[at:at + room.slots]
+        with ThreadPoolExecutor(max_workers=max(1, len(batch) - 1)) as pool:
+            side = [pool.submit(one, m, selected, groups.append) for m, selected in batch[1:]]
+            try:
+                one(*batch[0], None)
+            except BaseException:
+                for pid in groups:  # the interrupt came to this thread: the others stop too
+                    try:
+                        os.killpg(pid, signal.SIGINT)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                raise
+            for f in side:
+                f.result()
+
+
 def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
-            before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print) -> list[Result]:
-    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored."""
+            before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print,
+            wanted: int | None = None) -> list[Result]:
+    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored.
+
+    `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once."""
     if n <= 0:
         return results
     modes = _modes(runnable, results, before)
@@ -264,17 +321,9 @@ def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Reso
             m.resolved = resolved
         with ensure_venv(matrix, cell, resolved, log) as venv:
             for k in range(1, n + 1):
-                for m in ms:
-                    selected = m.pending()
-                    if not selected:
-                        continue
-                    keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
-                    log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)")
-                    stored, got, problems = _rerun(matrix, m, venv, keep, posargs, log, echo)
-                    m.reruns.append(Rerun(stored.run_id, stored.bundle, len(keep), stored.duration_s, problems))
-                    for p in problems:
-                        log(f"confirm: {m.result.session}: rerun {k} cannot clear anything: {term(p)}")
-                    _weigh(m, selected, got, problems)
+                todo = [(m, m.pending()) for m in ms]
+                _round(matrix, [(m, selected) for m, selected in todo if selected], venv, k, n, posargs, wanted,
+                       log, echo)
     amended = {}
     for m in modes:
         source = spec(m.result.mode).coverage_from

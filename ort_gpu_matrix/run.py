@@ -213,8 +213,11 @@ def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:
 
 def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
              echo: Callable[[str], None] = print, say: Callable[[str], None] = print,
-             keep: Sequence[str] | None = None) -> RunOutcome:
+             keep: Sequence[str] | None = None, started_group: Callable[[int], None] | None = None) -> RunOutcome:
     """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses.
+
+    `started_group`: told pytest's process group id once it exists, so that a caller running this in a
+    thread (confirm.py's overlapped reruns), where no signal arrives, can stop it on the main thread's interrupt.
 
     `keep`: run only these node ids (a scoped teeth). They go to the probe in a file, which keeps
     exactly those items at collection, in every xdist worker alike: no node id is parsed as a
@@ -259,6 +262,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
                                     start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()))
         finally:
             os.close(digest_w)
+        if started_group is not None:
+            started_group(proc.pid)
         pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
         sampler = PeakSampler(proc.pid, env.get("CUDA_VISIBLE_DEVICES"))
         try:  # from here on, any interrupt stops the group that now exists, however early it comes

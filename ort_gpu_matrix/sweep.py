@@ -84,6 +84,7 @@ class Options:
     replace: bool = False  # --save-baseline writes exactly this sweep's records, dropping what it did not run
     accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
     confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of each mode's regressed tests before they count (confirm.py)
+    slots_per_gpu: int | None = None  # --slots-per-gpu N (None: auto): also how many of a cell's reruns share the GPU
 
 
 @dataclass
@@ -253,7 +254,7 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     if opts.confirm and not child and interrupted is None and results:
         try:
             results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log,
-                              echo if display is None else _quiet)  # watched: pytest's output stays in the logs
+                              echo if display is None else _quiet, wanted=opts.slots_per_gpu)  # watched: pytest's output stays in the logs
         except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
             log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})

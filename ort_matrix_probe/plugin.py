@@ -79,6 +79,7 @@ class Probe:
         self.pollution: list[PollutionEntry] = []  # gathered from the workers (xdist)
         self.progress: IO[str] | None = None
         self.marks = Marks()  # where this process's start went (timings.py)
+        self.isolation_s, self.isolation_tests = 0.0, 0  # time spent in isolation.py's hooks, and how many tests
         self.marks.mark("configured")
         self.timings: dict[str, dict[str, float | None]] = {}  # the workers' marks, by worker id
         self.digest_fd: int | None = None
@@ -164,17 +165,26 @@ class Probe:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, None, None]:
         self.current = item.nodeid
+        t = time.perf_counter()
         self.isolation.start(item)
+        self.isolation_s += time.perf_counter() - t
         yield
+        t = time.perf_counter()
         self.isolation.finish(item, nextitem)  # after its teardown, and that of the scopes nextitem does not need
+        self.isolation_s += time.perf_counter() - t
+        self.isolation_tests += 1
         self.current = OUTSIDE
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, None, None]:
         scope, node = str(getattr(fixturedef, "scope", "function")), getattr(request, "node", None)
+        t = time.perf_counter()
         before = self.isolation.fixture_before(scope, node)
+        self.isolation_s += time.perf_counter() - t
         yield
+        t = time.perf_counter()
         self.isolation.fixture_after(scope, node, before)
+        self.isolation_s += time.perf_counter() - t
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, None]:
@@ -207,6 +217,9 @@ class Probe:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         recheck(self.loader)
         self.marks.mark("finished")
+        # what watching and undoing cost this process (issue 22's bench reads it): seconds, and tests watched
+        self.marks.marks["isolation_s"] = round(self.isolation_s, 6)
+        self.marks.marks["isolation_tests"] = float(self.isolation_tests)
         if self.is_worker:
             self.config.workeroutput[_TIMINGS_KEY] = json.dumps(self.marks.to_dict())  # type: ignore[attr-defined]
             self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]

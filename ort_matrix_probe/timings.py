@@ -12,6 +12,10 @@ seconds since the epoch, so the controller's and the workers' line up:
     last_test_end     the last test ended
     finished          pytest_sessionfinish
 
+Beside the marks, two figures the plugin adds at the end (issue 22's bench reads them): isolation_s, the
+seconds this process spent in isolation.py's watch (snapshots, comparisons, undoing), and isolation_tests,
+how many tests it watched.
+
 An xdist controller collects nothing itself; a worker's process_start against the controller's
 configured is xdist's own start.
 """

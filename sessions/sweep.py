@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                             "(default 2; 0: off)")
         p.add_argument("--gpus", metavar="0,1|all", help="mode runs in parallel, one per GPU at a time, as child processes")
         p.add_argument("--slots-per-gpu", default="auto", metavar="N|auto",
-                       help="with --gpus: N mode runs per GPU at once (default auto: decided from the GPU's free "
-                            "memory, each run's last peak and the cores; 1 keeps one run per GPU)")
+                       help="with --gpus: N mode runs per GPU at once, and as many of a cell's confirmation reruns "
+                            "(default auto: decided from the GPU's free memory, each run's last peak and the cores; "
+                            "1 keeps one run per GPU)")
         p.add_argument("--verbose", action="store_true",
                        help="stream pytest's output and every harness line (default: one line per mode run)")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
@@ -102,6 +104,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
             matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
             chosen = select(cells_of(matrix), args.select)
             wanted = parse_wanted(args.slots_per_gpu)
+            opts = dataclasses.replace(opts, slots_per_gpu=wanted)  # the confirmation reruns share the GPU alike
             gpu_slots = [] if args.child else slots(args.gpus, wanted or 1, warn=session.warn)
             room = None
             if gpu_slots and wanted is None:  # one slot per GPU so far: now the room on each

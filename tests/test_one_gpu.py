@@ -184,6 +184,14 @@ def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
         if process != "controller":  # a worker ran tests; its start followed the controller's configure
             assert all(k in marks for k in order), marks
             assert marks["process_start"] >= timings["controller"]["configured"] - 0.01
+    # what isolation cost each worker (issue 22's bench): seconds > 0 spent watching, and the tests it watched
+    watched = {p: m["isolation_tests"] for p, m in timings.items() if p != "controller"}
+    assert sum(watched.values()) == result["counts"]["passed"] and all(n > 0 for n in watched.values()), timings
+    assert all(0 < timings[p]["isolation_s"] < 5 for p in watched), timings
+    bench = subprocess.run([sys.executable, str(REPO / "bench" / "isolation.py"),
+                            str(tmp_path / "results" / f"{CELL}-normal.json")], capture_output=True, text=True)
+    assert bench.returncode == 0, bench.stderr
+    assert f"(isolation restore): {result['counts']['passed']} tests in 2 process(es), " in bench.stdout, bench.stdout
 
 
 def test_the_room_decision():
@@ -231,3 +239,29 @@ def test_a_scoped_teeth_of_fewer_tests_than_its_workers_starts_no_idle_worker(tm
     assert n_of(teeth) == ["2", "0"] and n_of(rc) == ["2"]  # the last -n wins: teeth ran in one process
     assert teeth["verdict"] == "pass" and teeth["counts"]["collected"] == 1
     assert teeth["teeth_coverage"]["checked"]
+
+
+def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path, venvs):
+    """--confirm reruns normal's and require_cudnn's failures: where the GPU has room for two (a fake nvidia-smi's
+    memory) each round's reruns run at once; where none can be read (no nvidia-smi), in turn."""
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 4, "require_cudnn": 4}})
+    fail = {"SLOT_FAIL_NORMAL": "1", "SLOT_FAIL_REQUIRE_CUDNN": "1"}
+    proc = sweep(tmp_path, venvs, "--confirm", "1", "--verbose", env={**fake_gpu(tmp_path), **fail})
+    assert proc.returncode == 1, proc.stdout[-3000:]  # both failures reproduce: confirmed, the sweep fails
+    assert f"confirm: gpu-{PY}-x: rerun 1 of 1: 2 mode rerun(s) at once (GPU 100000 of 140000 MiB free" in proc.stdout, \
+        proc.stdout[-3000:]
+    ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    assert [r["mode"] for r in ends[:2]] == ["normal", "require_cudnn"] and len(ends) == 4, ends
+    first, reruns = ends[:2], {r["mode"]: r for r in ends[2:]}
+    assert not overlaps(*first)  # the sweep's own runs: serial
+    assert overlaps(reruns["normal"], reruns["require_cudnn"])  # the confirmation round: side by side
+    for mode in ("normal", "require_cudnn"):
+        r = stored(tmp_path, mode)
+        assert r["verdict"] == "fail" and len(r["confirmation"]["reruns"]) == 1, r.get("confirmation")
+    log.unlink()
+    one = sweep(tmp_path, venvs, "--confirm", "1", "--verbose", env={**no_gpu(), **fail})
+    assert one.returncode == 1, one.stdout[-3000:]
+    assert f"confirm: gpu-{PY}-x: rerun 1 of 1: 1 mode rerun(s) at once (no GPU memory to read" in one.stdout
+    ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    assert len(ends) == 4 and not overlaps(ends[2], ends[3]), ends

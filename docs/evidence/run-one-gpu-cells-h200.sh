@@ -6,7 +6,7 @@
 #   figures (verdicts, counts, outcomes, tiers, teeth coverage), overlapped vs serial: SAME | DIFFERENT: ...
 # plus where each run's start goes (the probe's marks) and the room each run decided, with its reasons.
 # Needs /root/wheelhouse from:
-#   ../shared/device/stage onnxruntime-gpu==1.31.1 nvidia-cudnn-cu13==9.12.0.46 onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools setuptools einops
+#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools setuptools einops rich
 # and ORT's attention test files under ORT_SOURCE (default .ort-src/, git-ignored, carried): see
 # docs/evidence/ort-attention-h200.md. STEP=1: the cell (bare, serial, overlapped); STEP=2: the two-cell sweep
 # and the scoped teeth at -n 8,4,2 (TEETH_WORKERS). Each fits one device call; STEP=2 reuses STEP=1's venvs
@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs and results}"
 : "${STEP:?set STEP to 1 or 2}"
-python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools || exit 1
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=${ORT_SOURCE:-$PWD/.ort-src} MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse
 export MATRIX_VENVS=/root/matrix-venvs BENCH_WORK=/root/one-gpu-cells PYTHONUNBUFFERED=1
 M=docs/evidence/one-gpu-cells/matrix.toml
@@ -38,7 +38,7 @@ CELL=gpu-3.12-sys914
     python3 bench/one_gpu.py --matrix $M --cell $CELL --part cell --repeat "${REPEAT:-2}" --out "$OUT/one-gpu-cells-step1.json"
   else
     echo "## step 2: the two-cell sweep, serial (in-process) vs --gpus 0 (auto slots); the scoped teeth at -n ${TEETH_WORKERS:-8,4,2}"
-    python3 bench/one_gpu.py --matrix $M --cell $CELL --part sweep --sweep-cells gpu-3.12-sys914 gpu-3.12-pip912 \
+    python3 bench/one_gpu.py --matrix $M --cell $CELL --part sweep --sweep-cells gpu-3.12-sys914 gpu-3.12-t919 \
       --gpu 0 --repeat "${REPEAT:-1}" --teeth-workers "${TEETH_WORKERS:-8,4,2}" --out "$OUT/one-gpu-cells-step2.json"
   fi
   echo "bench exit: $?"
