@@ -41,7 +41,7 @@ variant $EV/m.toml ../../../expect/ort_cuda_attention.toml
 {
   echo "## 1. calibrate $CELL (normal, --runs 2)"
   t0=$SECONDS
-  MATRIX_TOML=$EV/m.toml MATRIX_RESULTS=$RES/calibrate timeout 300 python3 -m nox -s calibrate -- $CELL
+  MATRIX_TOML=$EV/m.toml MATRIX_RESULTS=$RES/calibrate timeout 250 python3 -m nox -s calibrate -- $CELL
   echo "nox -s calibrate exit: $? in $((SECONDS - t0)) s"
   mkdir -p "$OUT/expect"; cp expect/ort_cuda_attention.toml "$OUT/expect/" || exit 1
   echo "## 2. the tier table of those runs"
@@ -70,16 +70,16 @@ PY
   variant $EV/m-caught.toml caught.toml
   echo "## 3. $CELL judged by the calibrated rules (expected: PASS)"
   t0=$SECONDS
-  MATRIX_TOML=$EV/m.toml MATRIX_RESULTS=$RES/judged timeout 200 python3 -m nox -s $CELL
+  MATRIX_TOML=$EV/m.toml MATRIX_RESULTS=$RES/judged timeout 120 python3 -m nox -s $CELL
   echo "nox -s $CELL exit: $? in $((SECONDS - t0)) s"
   MATRIX_TOML=$EV/m.toml python3 -m nox -s report -- $RES/judged --out "$OUT/judged"
   echo "## 4. the class rule TestMemoryEfficientGQA:: only EFFICIENT_ATTENTION (expected: FAIL, naming the test)"
-  MATRIX_TOML=$EV/m-caught.toml MATRIX_RESULTS=$RES/caught timeout 200 python3 -m nox -s $CELL-normal
+  MATRIX_TOML=$EV/m-caught.toml MATRIX_RESULTS=$RES/caught timeout 110 python3 -m nox -s $CELL-normal
   echo "nox -s $CELL-normal exit: $? (expected 1)"
   MATRIX_TOML=$EV/m-caught.toml python3 -m nox -s report -- $RES/caught --out "$OUT/caught"
   cp $EV/caught.toml "$OUT/expect/caught.toml"
   echo "## 5. the bare recipe: pytest by hand, same venv, files, -k, pinned libraries, no harness"
-  timeout 200 python3 - "$RES/judged/$CELL-normal.json" "$OUT" <<'PY'
+  timeout 100 python3 - "$RES/judged/$CELL-normal.json" "$OUT" <<'PY'
 import json, os, re, subprocess, sys, time
 result, out = sys.argv[1:]
 r = json.load(open(result))
