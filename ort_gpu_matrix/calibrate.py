@@ -43,6 +43,7 @@ from .harness import run_cell
 from .host import Resolved, check
 from .kernels import CUDNN, MATH, TEETH_MESSAGE
 from .modes import MODES, spec
+from .pollution import lines as pollution_lines
 from .render.escape import term
 from .render.live import Display
 from .report import InputError, gather
@@ -568,8 +569,8 @@ def _pollution(seen: Sequence[Seen], say: Say) -> None:
     """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
     the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
     for s in seen:
-        for p in s.result.pollution:
-            say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(p.line())}")
+        for line in pollution_lines(s.result.pollution):
+            say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(line)}")
 
 
 def _summary(t: ModeTable) -> str:

@@ -47,6 +47,40 @@ class Pollution:
         return f"{who} left {shown}{more} ({fate})"
 
 
+GROUP_AT = 4  # polluters of one file that leave the same variables set become one line from this many on
+
+
+def lines(polluters: list[Pollution]) -> list[str]:
+    """The lines a report shows for one run's polluters: one per polluter, except that GROUP_AT or more tests
+    of one file that each left the same variables (undone alike) share one line.
+
+    Why: ORT's CUDA tests set ORT_DISABLE_FLASH_ATTENTION in every test, so a run of 125 tests names 125
+    polluters that differ only in their node id; one line per file says the same, and the result keeps each.
+    """
+    groups: dict[tuple[str, str, tuple[tuple[str, str], ...], bool], list[Pollution]] = {}
+    for p in polluters:
+        file = p.test.split("::", 1)[0] if p.scope == "function" else p.test
+        key = (file, p.scope, tuple(sorted((c.what, c.name) for c in p.changes)), p.undone)
+        groups.setdefault(key, []).append(p)
+    out = []
+    for (file, _, names, undone), members in groups.items():
+        if len(members) < GROUP_AT:
+            out += [m.line() for m in members]
+            continue
+        what = []
+        for what_, name in names:
+            pairs = sorted({(_value(c.before), _value(c.after)) for m in members for c in m.changes
+                            if (c.what, c.name) == (what_, name)})
+            label = StateChange(what_, name).text().rsplit(" (unset) -> (unset)", 1)[0]
+            what.append(f"{label} {' | '.join(f'{b} -> {a}' for b, a in pairs[:LISTED])}"
+                        + (f" | and {len(pairs) - LISTED} more" if len(pairs) > LISTED else ""))
+        later = max(m.later_tests for m in members)
+        fate = (f"undone each time; up to {later} later test(s) of a process ran without it" if undone else
+                f"not undone; up to {later} later test(s) of a process ran under it")
+        out.append(f"{file}: {len(members)} tests each left {'; '.join(what)} ({fate}; first: {members[0].test})")
+    return out
+
+
 def _value(value: str | None) -> str:
     return "(unset)" if value is None else repr(value)
 
@@ -65,5 +99,6 @@ def of(report: ProbeReport | None) -> tuple[str, list[Pollution]]:
 
 
 def warnings(report: ProbeReport | None) -> list[str]:
-    """One warning per polluter, for the result's warnings."""
-    return [f"pollution: {p.line()}" for p in of(report)[1]]
+    """One warning per polluter (or per file of many: lines), for the result's warnings; the result's
+    `pollution` keeps every polluter."""
+    return [f"pollution: {line}" for line in lines(of(report)[1])]

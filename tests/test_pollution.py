@@ -123,3 +123,24 @@ def test_a_result_from_before_isolation_still_loads(harness, tmp_path):
     old.write_text(json.dumps(data))
     r = results.load(old)
     assert (r.isolation, r.pollution, r.schema_version) == ("unknown", [], results.SCHEMA_VERSION)
+
+
+def test_many_tests_of_one_file_that_leave_the_same_variable_share_one_report_line():
+    """ORT's CUDA tests each set ORT_DISABLE_FLASH_ATTENTION: 125 polluters that differ only in their id read as
+    one line per file; fewer than GROUP_AT stay one line each, and a different variable is its own group."""
+    from ort_gpu_matrix.pollution import GROUP_AT, Pollution, StateChange, lines
+
+    def p(test, value, later, name="ORT_DISABLE_FLASH_ATTENTION", undone=True):
+        return Pollution(test, "function", "gw0", [StateChange("env", name, None, value)], undone, later)
+
+    many = [p(f"test_gqa_cuda.py::T::test_{i}", "01"[i % 2], i) for i in range(GROUP_AT)]
+    few = [p(f"test_mha.py::T::test_{i}", "0", 1) for i in range(GROUP_AT - 1)]
+    other = [p(f"test_gqa_cuda.py::T::test_x{i}", "1", 0, name="ORT_OTHER") for i in range(GROUP_AT)]
+    got = lines(many + few + other)
+    assert got[0] == (f"test_gqa_cuda.py: {GROUP_AT} tests each left ORT_DISABLE_FLASH_ATTENTION (unset) -> '0' | "
+                      f"(unset) -> '1' (undone each time; up to {GROUP_AT - 1} later test(s) of a process ran without "
+                      "it; first: test_gqa_cuda.py::T::test_0)")
+    assert got[1:GROUP_AT] == [x.line() for x in few]
+    assert got[GROUP_AT:] == [f"test_gqa_cuda.py: {GROUP_AT} tests each left ORT_OTHER (unset) -> '1' (undone each "
+                              "time; up to 0 later test(s) of a process ran without it; first: test_gqa_cuda.py::T::test_x0)"]
+    assert lines(many[:-1]) == [x.line() for x in many[:-1]]  # one fewer: each its own line

@@ -1,4 +1,4 @@
-"""The pollution section every report form shows: one line per polluter, per mode run.
+"""The pollution section every report form shows: one line per polluter (or per file of many), per mode run.
 
 Shared here so the terminal, Markdown and HTML say the same thing; each form escapes the lines
 itself (they hold test ids and variable values from the code under test), and each line is
@@ -6,6 +6,7 @@ clipped, so a crafted 1 MB value cannot make a 1 MB report.
 """
 from __future__ import annotations
 
+from ..pollution import lines
 from ..report import Report
 from .summary import clip
 
@@ -14,10 +15,11 @@ SHOWN = 40  # lines shown per form before "and N more" (every one is in the resu
 
 
 def rows(report: Report) -> list[tuple[str, str, str]]:
-    """(session, isolation, line) for every polluter of every result, in session order."""
+    """(session, isolation, line) for the polluters of every result, in session order (many tests of one file
+    that left the same variables share a line: pollution.lines)."""
     out = []
     for r in sorted(report.results, key=lambda r: r.session):
-        out += [(r.session, r.isolation, clip(p.line())) for p in r.pollution]
+        out += [(r.session, r.isolation, clip(line)) for line in lines(r.pollution)]
     return out
 
 
