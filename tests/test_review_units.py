@@ -1,0 +1,23 @@
+"""In-process tests for what an independent review of issues 22 to 25 found (each watched red first)."""
+from __future__ import annotations
+
+from ort_gpu_matrix.config.model import FlakyRule, PassExpect, TierRule
+from ort_gpu_matrix.verdicts import TestResult as T
+from ort_gpu_matrix.verdicts import count, judge_counts
+
+
+def test_a_known_flaky_case_within_its_set_is_judged_by_its_flaky_rule_not_by_its_functions_tier_rule():
+    """calibrate leaves a flaky case out of its function's tier rule, so the rule must not judge it either:
+    case 3 may run EFFICIENT (its known_flaky rule says so) though its siblings' rule says FLASH only."""
+    rules = (TierRule("test_past_flash", ("FLASH_ATTENTION",), "flash"),)
+    flaky = (FlakyRule("test_past_flash_3$", ("passed",), ("EFFICIENT_ATTENTION", "FLASH_ATTENTION"), "unstable"),)
+    tests = [T("t.py::test_past_flash_0", "passed", "", ("FLASH_ATTENTION",)),
+             T("t.py::test_past_flash_3", "passed", "", ("EFFICIENT_ATTENTION",))]
+    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 2), None)
+    assert found.reasons == [] and found.tier_breaks == [] and found.stale == []
+    # outside its flaky set it is judged (by the flaky rule), and a sibling that breaks the tier rule still does
+    tests[1] = T("t.py::test_past_flash_3", "passed", "", ("MATH",))
+    tests.append(T("t.py::test_past_flash_4", "passed", "", ("EFFICIENT_ATTENTION",)))
+    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 3), None)
+    assert [b.nodeid for b in found.tier_breaks] == ["t.py::test_past_flash_4"], found.tier_breaks
+    assert any("test_past_flash_3" in r and "MATH" in r for r in found.reasons), found.reasons
