@@ -4,7 +4,9 @@ As Bazel's --flaky_test_attempts and Chromium's retries of unexpected results do
 regressed against the baseline in outcome (`test`) or tier (`tier`), every test whose failure is
 unexpected (not in known_failures or known_flaky, not the canary's bite: `unexpected`, with or
 without a baseline), and every test the libs comparison names (`libs`) runs again, up to N times,
-in a fresh test process of the same venv, mode and libraries. The tests of one mode rerun
+in a fresh test process of the same venv, mode and libraries, and under the same GPU: a --gpus
+sweep's reruns run in its own process after the slots, each given what its first run's slot set
+(`given`: CUDA_VISIBLE_DEVICES, NCCL_NVLS_ENABLE; gpus.slot_env). The tests of one mode rerun
 together, one process per rerun (node ids in a file the probe reads, as a scoped teeth does), so
 confirmation adds at most N short runs per mode. A test whose every check some rerun already
 failed to reproduce is not rerun again.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,7 @@ class _Mode:
     cleared: dict[str, set[str]] = field(default_factory=dict)
     substitute: dict[str, TestResult] = field(default_factory=dict)
     reruns: list[Rerun] = field(default_factory=list)
+    given: Mapping[str, str] = field(default_factory=dict)  # what the first run's slot set (gpus.slot_env)
 
     def add(self, test: str, check: str) -> None:
         self.checks.setdefault(test, set()).add(check)
@@ -173,7 +176,7 @@ def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Seque
     try:
         workdir = new_workdir(session, log)
         try:
-            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep)
+            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep, given=m.given)
             ev = evidence(outcome)
             verdict = judge(spec(mode).judge, cell.suite.expect[mode], ev, r.pinned, str(venv.path), cell=cell.name)
             tests = tests_of(outcome.report)
@@ -250,11 +253,16 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
 
 
 def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
-            before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print) -> list[Result]:
-    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored."""
+            before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print,
+            given: Mapping[str, Mapping[str, str]] | None = None) -> list[Result]:
+    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored.
+
+    `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again."""
     if n <= 0:
         return results
     modes = _modes(runnable, results, before)
+    for m in modes:
+        m.given = dict((given or {}).get(m.result.session, {}))
     by_cell: dict[str, list[_Mode]] = {}
     for m in modes:
         by_cell.setdefault(m.cell.name, []).append(m)
@@ -269,7 +277,9 @@ def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Reso
                     if not selected:
                         continue
                     keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
-                    log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)")
+                    gpu = m.given.get("CUDA_VISIBLE_DEVICES")
+                    log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)"
+                        + (f" on gpu {gpu}, as its first run" if gpu else ""))
                     stored, got, problems = _rerun(matrix, m, venv, keep, posargs, log, echo)
                     m.reruns.append(Rerun(stored.run_id, stored.bundle, len(keep), stored.duration_s, problems))
                     for p in problems:
