@@ -24,8 +24,8 @@ unconfirmed. A check is confirmed when every rerun reproduced it:
 
 What derives from outcomes follows the confirmed tests: a test with a check that did not reproduce
 is judged by the first rerun that did not reproduce it (its outcome, tiers and message), and the
-mode's verdict, counts and census are derived again from the tests so amended (verdicts'
-expectation_reasons; the cross-checks, audit and warnings of the first run stay). The first run's
+mode's verdict, counts, census and tier-rule breaks are derived again from the tests so amended
+(verdicts' expectation_reasons; the cross-checks, audit and warnings of the first run stay). The first run's
 verdict, reasons and counts stay in the result's `confirmation`, and its probe report, with every
 outcome, in its bundle.
 """
@@ -242,13 +242,14 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     before = expectation_reasons(judge_fn, expect, raw, r.counts, census_from)
     after = expectation_reasons(judge_fn, expect, tests, counts, census_from)
     reasons = [x for x in r.reasons if x not in before] + after
+    findings = judge_fn(expect, tests, counts, census_from)
     coverage = r.teeth_coverage
-    if coverage is not None and coverage.checked and census_from is not None:
-        found = judge_fn(expect, tests, counts, census_from).coverage
-        if found is not None:
-            coverage = dataclasses.replace(found, scope=coverage.scope, selected=coverage.selected)
+    if coverage is not None and coverage.checked and census_from is not None and findings.coverage is not None:
+        coverage = dataclasses.replace(findings.coverage, scope=coverage.scope, selected=coverage.selected)
+    # the breaks follow the amended tests, as the reasons do: the tier table and the unexpected marks read them
+    breaks = [b.to_dict(mode) for b in findings.tier_breaks]
     return dataclasses.replace(r, verdict=Status.FAIL if reasons else Status.PASS, reasons=reasons, counts=counts,
-                               dispatch=census(tests), teeth_coverage=coverage,
+                               dispatch=census(tests), teeth_coverage=coverage, tier_breaks=breaks,
                                outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record)
 
 
