@@ -4,7 +4,9 @@ As Bazel's --flaky_test_attempts and Chromium's retries of unexpected results do
 regressed against the baseline in outcome (`test`) or tier (`tier`), every test whose failure is
 unexpected (not in known_failures or known_flaky, not the canary's bite: `unexpected`, with or
 without a baseline), and every test the libs comparison names (`libs`) runs again, up to N times,
-in a fresh test process of the same venv, mode and libraries. The tests of one mode rerun
+in a fresh test process of the same venv, mode and libraries, and under the same GPU: a --gpus
+sweep's reruns run in its own process after the slots, each given what its first run's slot set
+(`given`: CUDA_VISIBLE_DEVICES, NCCL_NVLS_ENABLE; gpus.slot_env). The tests of one mode rerun
 together, one process per rerun (node ids in a file the probe reads, as a scoped teeth does), so
 confirmation adds at most N short runs per mode. A test whose every check some rerun already
 failed to reproduce is not rerun again.
@@ -22,8 +24,8 @@ unconfirmed. A check is confirmed when every rerun reproduced it:
 
 What derives from outcomes follows the confirmed tests: a test with a check that did not reproduce
 is judged by the first rerun that did not reproduce it (its outcome, tiers and message), and the
-mode's verdict, counts and census are derived again from the tests so amended (verdicts'
-expectation_reasons; the cross-checks, audit and warnings of the first run stay). The first run's
+mode's verdict, counts, census and tier-rule breaks are derived again from the tests so amended
+(verdicts' expectation_reasons; the cross-checks, audit and warnings of the first run stay). The first run's
 verdict, reasons and counts stay in the result's `confirmation`, and its probe report, with every
 outcome, in its bundle.
 """
@@ -34,7 +36,7 @@ import json
 import os
 import re
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +93,7 @@ class _Mode:
     cleared: dict[str, set[str]] = field(default_factory=dict)
     substitute: dict[str, TestResult] = field(default_factory=dict)
     reruns: list[Rerun] = field(default_factory=list)
+    given: Mapping[str, str] = field(default_factory=dict)  # what the first run's slot set (gpus.slot_env)
 
     def add(self, test: str, check: str) -> None:
         self.checks.setdefault(test, set()).add(check)
@@ -179,7 +182,8 @@ def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Seque
     try:
         workdir = new_workdir(session, log)
         try:
-            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep, started_group=started_group)
+            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep, given=m.given,
+                               started_group=started_group)
             ev = evidence(outcome)
             verdict = judge(spec(mode).judge, cell.suite.expect[mode], ev, r.pinned, str(venv.path), cell=cell.name)
             tests = tests_of(outcome.report)
@@ -245,13 +249,14 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     before = expectation_reasons(judge_fn, expect, raw, r.counts, census_from)
     after = expectation_reasons(judge_fn, expect, tests, counts, census_from)
     reasons = [x for x in r.reasons if x not in before] + after
+    findings = judge_fn(expect, tests, counts, census_from)
     coverage = r.teeth_coverage
-    if coverage is not None and coverage.checked and census_from is not None:
-        found = judge_fn(expect, tests, counts, census_from).coverage
-        if found is not None:
-            coverage = dataclasses.replace(found, scope=coverage.scope, selected=coverage.selected)
+    if coverage is not None and coverage.checked and census_from is not None and findings.coverage is not None:
+        coverage = dataclasses.replace(findings.coverage, scope=coverage.scope, selected=coverage.selected)
+    # the breaks follow the amended tests, as the reasons do: the tier table and the unexpected marks read them
+    breaks = [b.to_dict(mode) for b in findings.tier_breaks]
     return dataclasses.replace(r, verdict=Status.FAIL if reasons else Status.PASS, reasons=reasons, counts=counts,
-                               dispatch=census(tests), teeth_coverage=coverage,
+                               dispatch=census(tests), teeth_coverage=coverage, tier_breaks=breaks,
                                outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record)
 
 
@@ -270,7 +275,7 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
     cell = todo[0][0].cell
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     room = decide(wanted, cell.suite.slots_per_gpu, len(todo), cores(), own,
-                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")),
+                  gpu_memory(todo[0][0].given.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")),
                   [last_peak_mib(matrix.workspace.results_dir, m.result.session) for m, _ in todo])
     if len(todo) > 1:
         log(f"confirm: {cell.name}: rerun {k} of {n}: {room.slots} mode rerun(s) at once ({room.why})")
@@ -279,7 +284,9 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
 
     def one(m: _Mode, selected: list[str], started: Callable[[int], None] | None) -> None:
         keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
-        log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)")
+        gpu = m.given.get("CUDA_VISIBLE_DEVICES")
+        log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)"
+            + (f" on gpu {gpu}, as its first run" if gpu else ""))
         stored, got, problems = _rerun(matrix, m, venv, keep, extra, log, echo, started)
         m.reruns.append(Rerun(stored.run_id, stored.bundle, len(keep), stored.duration_s, problems))
         for p in problems:
@@ -305,13 +312,16 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
 
 def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
             before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print,
-            wanted: int | None = None) -> list[Result]:
+            given: Mapping[str, Mapping[str, str]] | None = None, wanted: int | None = None) -> list[Result]:
     """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored.
 
+    `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again.
     `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once."""
     if n <= 0:
         return results
     modes = _modes(runnable, results, before)
+    for m in modes:
+        m.given = dict((given or {}).get(m.result.session, {}))
     by_cell: dict[str, list[_Mode]] = {}
     for m in modes:
         by_cell.setdefault(m.cell.name, []).append(m)

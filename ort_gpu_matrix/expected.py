@@ -9,6 +9,9 @@ stored in the result (`Result.expected`), so a report built from result files la
 To add a kind, add its name beside the others and one check in `why_expected`; the renderers need
 nothing new. A test a known_flaky rule matches is judged by that rule alone (flakes.py, as the
 verdict does): a failure or skip within its set is expected, anything outside it is not.
+
+A pass that broke a tier rule (tierrules.py, `Result.tier_breaks`) is unexpected, not "ok": the
+verdict fails on it, so a grid that showed it as a plain pass would hide the one cell that is red.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from collections.abc import Iterable
 from .config.model import DispatchExpect, PassExpect, TeethExpect
 from .flakes import as_set, rule_for, within
 from .results import Result
+from .tierrules import JUDGED
 from .verdicts import TeethCoverage, TestResult, first_line
 
 KNOWN_FAILURE = "known failure"
@@ -34,7 +38,8 @@ LEGEND = {
     EXPECTED: "expected: accepted by the suite's expectations (a known failure, a known-flaky test within its "
               "rule, a declared toothless test, an allowed skip, or the canary's bite in teeth); it does not fail "
               "the mode",
-    UNEXPECTED: "unexpected: a failure, skip or toothless test no expectation accepts; it fails the mode",
+    UNEXPECTED: "unexpected: a failure, skip or toothless test no expectation accepts, or a pass that broke a "
+                "tier rule; it fails the mode",
     UNKNOWN: "not told apart: a result stored before results recorded what was expected",
 }
 
@@ -66,6 +71,8 @@ def state(result: Result, test: str) -> tuple[str, str | None]:
     """How a report shows one test of one run: (OK | EXPECTED | UNEXPECTED | NEUTRAL | UNKNOWN, the kind if
     expected). UNKNOWN: a failure or skip in a result stored before `expected` was recorded."""
     outcome = result.outcomes.get(test)
+    if outcome in JUDGED and any(b.get("nodeid") == test for b in result.tier_breaks):
+        return UNEXPECTED, None  # a pass the tier rules fail (recorded before `expected` was, too)
     if result.expected is None:
         return ((OK, None) if outcome in ("passed", "xfailed") else
                 (UNKNOWN, None) if outcome in (*FAILING, "skipped") else (NEUTRAL, None))

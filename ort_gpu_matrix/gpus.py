@@ -7,7 +7,9 @@ missing, indices are taken as given, with a warning: they are then only slots (t
 them so), and `all` means no slots: the cells run one after another in the sweep's own process.
 
 A run records the GPU it was given: CUDA_VISIBLE_DEVICES as set for it, and that GPU's UUID and
-name when nvidia-smi is there.
+name when nvidia-smi is there. What a slot gives its run (`slot_env`) is one function, so that a
+sweep's confirmation rerun, which runs in the parent after the slots, gets exactly what the run it
+confirms got.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 
 _LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
@@ -82,9 +84,16 @@ def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = prin
     return [g for _ in range(per_gpu) for g in gpus]
 
 
-def this_run() -> dict[str, str | None] | None:
-    """The GPU this process was given (CUDA_VISIBLE_DEVICES), with its UUID and name; None when none was set."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def slot_env(gpu: str | None) -> dict[str, str]:
+    """What a slot sets over the sweep's environment for its run: its GPU ("" or None: CUDA_VISIBLE_DEVICES
+    as it is), and NVLink multicast off (NCCL_NVLS_ENABLE=0)."""
+    return {**({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {}), "NCCL_NVLS_ENABLE": "0"}
+
+
+def this_run(environ: Mapping[str, str] | None = None) -> dict[str, str | None] | None:
+    """The GPU a run was given (CUDA_VISIBLE_DEVICES of `environ`, this process's by default), with its UUID and
+    name; None when none was set."""
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return None
     uuid, name = inventory().get(visible.split(",")[0], (None, None))

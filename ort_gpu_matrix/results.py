@@ -236,7 +236,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         outcomes=verdict.outcomes,
         reruns=verdict.reruns,
         host=socket.gethostname(),
-        gpu=gpus.this_run(),
+        gpu=gpus.this_run({**os.environ, **outcome.given}),
         run_id=run_id,
         stopped=outcome.stopped,
         gpu_memory=outcome.gpu_memory,

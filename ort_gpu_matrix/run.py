@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -77,6 +77,7 @@ class RunOutcome:
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after 5 s"
     interrupt: KeyboardInterrupt | None = None  # re-raised once the result is stored
     gpu_memory: dict[str, object] | None = None  # its peak GPU memory, where nvidia-smi could tell (gpumem.py)
+    given: dict[str, str] = field(default_factory=dict)  # set over this process's environment: a slot's GPU
 
 
 def install_probe(venv: Venv) -> None:
@@ -213,7 +214,8 @@ def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:
 
 def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
              echo: Callable[[str], None] = print, say: Callable[[str], None] = print,
-             keep: Sequence[str] | None = None, started_group: Callable[[int], None] | None = None) -> RunOutcome:
+             keep: Sequence[str] | None = None, given: Mapping[str, str] | None = None,
+             started_group: Callable[[int], None] | None = None) -> RunOutcome:
     """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses.
 
     `started_group`: told pytest's process group id once it exists, so that a caller running this in a
@@ -222,6 +224,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     `keep`: run only these node ids (a scoped teeth). They go to the probe in a file, which keeps
     exactly those items at collection, in every xdist worker alike: no node id is parsed as a
     command-line argument, and no command line grows with the number of tests.
+    `given`: set over this process's environment before the mode's own, as a slot sets its GPU (gpus.slot_env):
+    a confirmation rerun in the sweep's process runs under the GPU of the run it confirms.
     """
     install_probe(venv)
     ini = workdir / "pytest.ini"
@@ -238,7 +242,8 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         channels[KEEP_ENV] = str(selection)
         files = narrowed(files, r.suite_root, keep)
     suite = cell.suite
-    env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels)
+    env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels,
+                            {**os.environ, **(given or {})})
     safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
     plugins = ["-p", PROBE_PLUGIN]
     if importable(venv.site_packages, "xdist"):  # autoload is off: -n needs xdist loaded by name
@@ -288,7 +293,7 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     report, sha, problem = _read_report(report_path)
     return RunOutcome(code, workdir, log, junit, report_path, report, sha, problem, _read_digest(digest_r),
                       _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt,
-                      sampler.result())
+                      sampler.result(), dict(given or {}))
 
 
 # The report's top-level keys and their JSON types: anything else is not a report this engine reads.

@@ -36,12 +36,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from .cells import Cell
+from .gpus import slot_env
 from .modes import MODES, spec
 from .orphans import die_with_parent
 from .results import Result, ResultError, current_path, load
@@ -68,6 +69,7 @@ class Job:
     ended: float = 0.0
     returncode: int | None = None
     interrupted: bool = False  # the sweep was stopped while this job ran, or before it could start
+    env: dict[str, str] = field(default_factory=dict)  # what its slot set over the sweep's environment (slot_env)
 
     @property
     def session(self) -> str:
@@ -264,7 +266,8 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
                 waiting.remove(job)
                 free.remove(slot)
                 slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
-                env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": job.gpu} if job.gpu else {}), "NCCL_NVLS_ENABLE": "0"}
+                job.env = slot_env(job.gpu)
+                env = {**os.environ, **job.env}
                 tail = list(pytest_for(job))
                 tail = [*([] if "--" in child_args else ["--"]), *tail] if tail else []
                 job.log.parent.mkdir(parents=True, exist_ok=True)

@@ -243,18 +243,19 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         if watch is not None:
             watch.close()
     interrupted = None
+    given: dict[str, dict[str, str]] = {}  # session -> what its slot set: its confirmation reruns get it again
     if in_slots:
         assert noxfile is not None
         if room is not None:
             log(f"sweep: {room.slots} mode run(s) at once per GPU ({room.why})")
         found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
                                        lambda job: room.pytest_args(own_workers(job, posargs)) if room else [],
-                                       None if child else display)
+                                       None if child else display, given)
         results += found
     if opts.confirm and not child and interrupted is None and results:
         try:
             results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log,
-                              echo if display is None else _quiet, wanted=opts.slots_per_gpu)  # watched: pytest's output stays in the logs
+                              echo if display is None else _quiet, given, wanted=opts.slots_per_gpu)  # watched: pytest's output stays in the logs
         except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
             log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
@@ -326,8 +327,10 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
               child_args: Sequence[str], errors: dict[str, str],
               log: Callable[[str], None],
               pytest_for: Callable[[scheduler.Job], Sequence[str]] = lambda job: (),
-              display: Display | None = None) -> tuple[list[Result], str | None]:
-    """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back."""
+              display: Display | None = None,
+              given: dict[str, dict[str, str]] | None = None) -> tuple[list[Result], str | None]:
+    """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back,
+    and (into `given`) what each run's slot set, for its confirmation reruns."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of(runnable, results_dir)
     order, makespan = scheduler.plan(jobs, len(slots))
@@ -343,6 +346,8 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:
+        if given is not None and job.proc is not None:
+            given[job.session] = job.env
         got = scheduler.collect(job, results_dir, stopped)
         if isinstance(got, Result):
             found.append(got)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so
+from matrixtext import matrix_head, suite_head
 
 from ort_gpu_matrix.config.model import Observation, Rule
 from ort_gpu_matrix.expectfile import ModeTable, Skip, literal_regex, render, string
@@ -24,26 +25,10 @@ from ort_gpu_matrix.expectfile import ModeTable, Skip, literal_regex, render, st
 CELL = f"c-{PY}-x"
 PINNED = f"c-{PY}-p"
 CANARY = "AssertionError: 'CUDNN_FLASH_ATTENTION' != 'MATH'"
-MATRIX = """
-[matrix]
-prefix = "c"
-pythons = ["{py}"]
-suite = "s"
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.x]
-none = true
-{libs}
+MATRIX = matrix_head(prefix="c", suite="s") + """{libs}
 [pairing]
 include = [{pairings}]
-[suite.s]
-root = "{root}"
-files = ["test_calibrate.py"]
-pythonpath = [".", "../canary", ".."]
-expect_file = "expect/s.toml"
+""" + suite_head("s", ["test_calibrate.py"]) + """expect_file = "expect/s.toml"
 {suite_extra}
 """
 ALL_MODES = '{{ python = "{py}", ort = "cpu", torch = "none", libs = "x", modes = ["normal", "require_cudnn", "teeth"] }}'

@@ -17,28 +17,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PY, REPO, SUITES
+from matrixtext import matrix_head, suite_head
 
 CELL = f"f-{PY}-x"
 SESSION = f"{CELL}-normal"
 FLAKE = "test_flaky.py::test_every_other"
-MATRIX = """
-[matrix]
-prefix = "f"
-pythons = ["{py}"]
-suite = "fl"
-modes = ["normal"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.x]
-none = true
-[suite.fl]
-root = "{root}"
-files = ["test_flaky.py"]
-pythonpath = [".", "../canary", ".."]
-{suite_extra}
+MATRIX = matrix_head(prefix="f", suite="fl", modes=["normal"]) + suite_head("fl", ["test_flaky.py"]) + """{suite_extra}
 env = {{ FLAKY_STATE = "{state}"{env} }}
 {expect}
 """

@@ -16,24 +16,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PY, REPO, SUITES
+from matrixtext import matrix_head
 
 CELL = f"o-{PY}-x"
 VICTIM = "pollution/test_victim.py::test_attention"
 FLAKE = "flaky/test_flaky.py::test_every_other"
-MATRIX = """
-[matrix]
-prefix = "o"
-pythons = ["{py}"]
-suite = "of"
-modes = ["normal"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.x]
-none = true
-[suite.of]
+MATRIX = matrix_head(prefix="o", suite="of", modes=["normal"]) + """[suite.of]
 root = "{root}"
 files = {files}
 pythonpath = [".", "pollution", "canary"]

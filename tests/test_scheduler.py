@@ -13,26 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PY, REPO, SUITES
+from matrixtext import matrix_head
 
-MATRIX = """
-[matrix]
-pythons = ["{py}"]
-suite = "slots"
-modes = ["normal"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.a]
-none = true
-[libs.b]
-none = true
-[libs.c]
-none = true
-[libs.d]
-none = true
-[pairing]
+MATRIX = matrix_head(suite="slots", modes=["normal"], libs=["a", "b", "c", "d"]) + """[pairing]
 include = [
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "a" }},
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "b" }},

@@ -14,20 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so
+from matrixtext import matrix_head, suite_head
 
-MATRIX = """
-[matrix]
-prefix = "s"
-pythons = ["{py}"]
-suite = "sw"
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.none]
-none = true
-[libs.c914]
+MATRIX = matrix_head(prefix="s", suite="sw", libs=["none"]) + """[libs.c914]
 cudnn = "{c914}"
 [libs.c919]
 cudnn = "{c919}"
@@ -37,11 +26,7 @@ include = [
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "c914", modes = ["normal"] }},
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "c919", modes = ["normal"] }},
 ]
-[suite.sw]
-root = "{root}"
-files = ["test_sweep.py"]
-pythonpath = [".", "../canary", ".."]
-{suite_extra}
+""" + suite_head("sw", ["test_sweep.py"]) + """{suite_extra}
 [suite.sw.expect.teeth]
 min_failures = 1
 """

@@ -19,30 +19,13 @@ from pathlib import Path
 
 import pytest
 from conftest import PY, REPO, SUITES
+from matrixtext import matrix_head, suite_head
 
-MATRIX = """
-[matrix]
-prefix = "h"
-pythons = ["{py}"]
-suite = "sw"
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[libs.a]
-none = true
-[libs.b]
-none = true
-[libs.gone]
+MATRIX = matrix_head(prefix="h", suite="sw", libs=["a", "b"]) + """[libs.gone]
 cudnn = "/nonexistent/ort-gpu-matrix/libcudnn.so.9"
 [pairing]
 include = [{cells}]
-[suite.sw]
-root = "{root}"
-files = ["test_sweep.py"]
-pythonpath = [".", "../canary", ".."]
-{suite_extra}
+""" + suite_head("sw", ["test_sweep.py"]) + """{suite_extra}
 [suite.sw.expect.teeth]
 min_failures = 1
 """

@@ -94,6 +94,54 @@ def test_broken_rules_fail_the_verdict_naming_the_test_its_tiers_and_the_rule(ha
     assert "<b>" not in table and "test_silent|&lt;b&gt;bold&lt;/b&gt;" in table  # a rule's regex is text
 
 
+def test_a_pass_that_breaks_a_tier_rule_is_unexpected_in_every_report_form(harness, tmp_path):
+    """The verdict fails on a broken rule, so the test that broke it is no "ok" pass in the expected/unexpected
+    marks: the terminal and Markdown grids count it unexpected and the HTML grid marks its cell so; a pass that
+    meets its rules stays unmarked."""
+    from test_expected import Cells
+
+    run = harness.run(["test_tiers.py"], root=ROOT, pythonpath=[".", ".."], expect=RULES,
+                      suite_extra='env = { TIERS_SHIFT = "1" }')
+    r = run.result("normal")
+    broken = {b["nodeid"] for b in r["tier_breaks"]}
+    assert broken == {f"{NODE}TestFlash::test_flash_attention[big]", f"{NODE}TestMemoryEfficient::test_memory_efficient_0_small",
+                      f"{NODE}TestMemoryEfficient::test_memory_efficient_1_big", f"{NODE}test_silent",
+                      f"{NODE}test_xqa_past"}
+    assert all(r["outcomes"][t] == "passed" for t in broken)
+    out = tmp_path / "report"
+    rep = harness.nox("-s", "report", "--", str(harness.results), "--out", str(out))
+    cell = "FAIL 8/0/1 (unexpected 5; expected 1 allowed skip)"
+    assert cell in rep.output, rep.output[-3000:]
+    assert f"| {cell} |" in (out / "report.md").read_text()
+    grid = Cells()
+    grid.feed((out / "report.html").read_text())
+    for t in broken:
+        (cls, _), = grid.rows[t]
+        assert "s-unexpected" in cls.split(), (t, cls)
+    for t in (f"{NODE}TestFlash::test_flash_attention[small]", f"{NODE}test_future_tier"):
+        (cls, _), = grid.rows[t]  # passes that meet every rule they match: no mark
+        assert "s-unexpected" not in cls.split() and "s-expected" not in cls.split(), (t, cls)
+
+
+def test_a_failure_that_confirmation_clears_into_a_broken_rule_is_unexpected_in_the_reports(harness, tmp_path):
+    """A sweep's confirmation judges a test whose failure did not reproduce by its rerun; when that rerun passes on
+    a tier a rule forbids, the verdict fails on the rule, and the result's breaks (the tier table's and the
+    expected/unexpected marks' source) name it too, not the first run's (none)."""
+    flip = "test_flip.py::test_flip_flash"
+    harness.write(["test_flip.py"], root=ROOT, pythonpath=[".", ".."],
+                  suite_extra=f'env = {{ FLIP_STATE = "{tmp_path / "flips"}" }}',
+                  expect='[suite.s.expect.normal]\ntiers = [{ test = "test_flip_flash", only = ["FLASH_ATTENTION"] }]\n')
+    run = harness.nox("-s", "sweep", "--", "--confirm", "1")
+    assert run.proc.returncode != 0, run.output[-3000:]
+    r = run.result("normal")
+    assert [(t["test"], t["unconfirmed"]) for t in r["confirmation"]["tests"]] == [(flip, ["unexpected"])]
+    assert r["outcomes"] == {flip: "passed"}  # judged by the rerun that cleared its failure
+    assert r["reasons"] == [f"tier rule 'test_flip_flash' (only FLASH_ATTENTION) broken by 1 test(s): {flip} "
+                            "dispatched EFFICIENT_ATTENTION x1"]
+    assert [(b["nodeid"], b["dispatched"]) for b in r["tier_breaks"]] == [(flip, "EFFICIENT_ATTENTION")]
+    assert "| FAIL 1/0/0 (unexpected 1) |" in (harness.results / "report.md").read_text()
+
+
 def test_calibrate_writes_a_rule_per_function_that_passes_and_a_changed_tier_fails_it(tmp_path, venvs):
     c = Calibration(tmp_path, venvs, pairings='{{ python = "{py}", ort = "cpu", torch = "none", libs = "x", '
                                               'modes = ["normal", "require_cudnn"] }}')

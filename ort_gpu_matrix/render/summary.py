@@ -46,7 +46,8 @@ def cell_text(r: Result | None) -> str:
 
 def legend(report: Report) -> list[str]:
     """What the grid's words mean: which outcomes were expected, which were not."""
-    lines = ["counts are passed/failed/skipped; in brackets, the failures, skips and toothless tests by kind:",
+    lines = ["counts are passed/failed/skipped; in brackets, the failures, skips, toothless tests and "
+             "tier-rule breaks by kind:",
              "  " + LEGEND[UNEXPECTED], "  " + LEGEND[EXPECTED]]
     if any(r.expected is None for r in report.results):
         lines.append("  " + LEGEND[UNKNOWN])
