@@ -94,6 +94,7 @@ class _Mode:
     substitute: dict[str, TestResult] = field(default_factory=dict)
     reruns: list[Rerun] = field(default_factory=list)
     given: Mapping[str, str] = field(default_factory=dict)  # what the first run's slot set (gpus.slot_env)
+    record: Any = None  # the baseline's record of this mode (baseline.ModeRecord), None without one
 
     def add(self, test: str, check: str) -> None:
         self.checks.setdefault(test, set()).add(check)
@@ -154,7 +155,7 @@ def _modes(runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: 
             if unexpected(cell, r.mode, t, r.known_flaky):
                 m.add(t.nodeid, "unexpected")
         if first is not None:
-            record = before.cells.get(r.cell.name, {}).get(r.mode) if before is not None else None
+            record = m.record = before.cells.get(r.cell.name, {}).get(r.mode) if before is not None else None
             for c in first.regressions:
                 if (c.cell, c.mode) == (r.cell.name, r.mode) and c.kind in ("test", "tier") and c.test:
                     m.add(c.test, c.kind)
@@ -220,6 +221,19 @@ def _reproduces(m: _Mode, test: str, check: str, again: TestResult | None) -> bo
     return any(c.kind == check for c in regressions)
 
 
+def _clean(m: _Mode, test: str, again: TestResult) -> bool:
+    """Whether a rerun may stand for the test in the amended result: it shows no change of its own, neither an
+    unexpected failure nor any regression against the baseline. A rerun that clears one change but shows another
+    (a tier change gone, a failure come) clears the first, and the test keeps its first run's line; the second
+    was seen once and never rerun, so it must count nowhere."""
+    if unexpected(m.cell, m.result.mode, again, m.result.known_flaky):
+        return False
+    if m.record is None:
+        return True
+    regressions, _ = test_changes(m.result.cell.name, m.result.mode, test, m.record.tests.get(test), _line(again))
+    return not regressions
+
+
 def _weigh(m: _Mode, selected: list[str], got: dict[str, TestResult], problems: list[str]) -> None:
     for test in selected:
         again = got.get(test)
@@ -229,7 +243,7 @@ def _weigh(m: _Mode, selected: list[str], got: dict[str, TestResult], problems: 
         for check in sorted(m.checks[test] - m.cleared.get(test, set())):
             if not _reproduces(m, test, check, again):
                 m.cleared.setdefault(test, set()).add(check)
-                if check != "libs" and again is not None:
+                if check != "libs" and again is not None and _clean(m, test, again):
                     m.substitute.setdefault(test, again)
 
 
@@ -280,7 +294,6 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
     if len(todo) > 1:
         log(f"confirm: {cell.name}: rerun {k} of {n}: {room.slots} mode rerun(s) at once ({room.why})")
     extra = [*posargs, *room.pytest_args(own)] if room.slots > 1 else list(posargs)
-    groups: list[int] = []
 
     def one(m: _Mode, selected: list[str], started: Callable[[int], None] | None) -> None:
         keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
@@ -293,21 +306,36 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
             log(f"confirm: {m.result.session}: rerun {k} cannot clear anything: {term(p)}")
         _weigh(m, selected, got, problems)
 
+    live: set[int] = set()  # the process groups of the side reruns still running
+
+    def tracked(m: _Mode, selected: list[str]) -> None:
+        mine: list[int] = []
+
+        def started(pid: int) -> None:
+            mine.append(pid)
+            live.add(pid)
+
+        try:
+            one(m, selected, started)
+        finally:
+            live.difference_update(mine)  # ended: its id may be reused, never signalled again
+
     for at in range(0, len(todo), room.slots):
         batch = todo[at:at + room.slots]
+
         with ThreadPoolExecutor(max_workers=max(1, len(batch) - 1)) as pool:
-            side = [pool.submit(one, m, selected, groups.append) for m, selected in batch[1:]]
+            side = [pool.submit(tracked, m, selected) for m, selected in batch[1:]]
             try:
                 one(*batch[0], None)
-            except BaseException:
-                for pid in groups:  # the interrupt came to this thread: the others stop too
+                for f in side:
+                    f.result()
+            except BaseException:  # an interrupt lands on this thread, in its rerun or while it waits: stop the others
+                for group in list(live):
                     try:
-                        os.killpg(pid, signal.SIGINT)
+                        os.killpg(group, signal.SIGINT)
                     except (ProcessLookupError, PermissionError):
                         pass
                 raise
-            for f in side:
-                f.result()
 
 
 def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],

@@ -38,6 +38,7 @@ from .render.live import Display
 from .report import GATES, Report, build
 from .results import Result, StoreError, current_path, plain
 from .room import Room
+from .run import Interrupted
 from .venvs import BuildError
 
 SWEEP_VERSION = 3  # 3: confirm, unconfirmed, confirmation (the reruns), libs_unconfirmed
@@ -258,6 +259,9 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
                               echo if display is None else _quiet, given, wanted=opts.slots_per_gpu)  # watched: pytest's output stays in the logs
         except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
             log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
+        except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written
+            interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+            log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
     report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
                    allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted,

@@ -265,3 +265,42 @@ def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path,
     assert f"confirm: gpu-{PY}-x: rerun 1 of 1: 1 mode rerun(s) at once (no GPU memory to read" in one.stdout
     ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
     assert len(ends) == 4 and not overlaps(ends[2], ends[3]), ends
+
+
+def test_ctrl_c_while_a_cell_waits_on_its_side_rerun_stops_it_and_still_writes_the_report(tmp_path, venvs):
+    """normal's rerun (short) runs on the sweep's thread, require_cudnn's (long) beside it in a thread, where no
+    signal arrives. A SIGINT while the sweep waits for the long one stops it (its test never ends), the first
+    runs stand, and sweep.json is still written, saying SIGINT."""
+    import signal
+    import time
+
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 0.5, "require_cudnn": 20}})
+    env = {**os.environ, "MATRIX_TOML": str(tmp_path / "m.toml"), "MATRIX_RESULTS": str(tmp_path / "results"),
+           "MATRIX_VENVS": str(venvs), **fake_gpu(tmp_path), "SLOT_FAIL_NORMAL": "1", "SLOT_FAIL_REQUIRE_CUDNN": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--",
+                             "--confirm", "1", "--verbose"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if f"gpu-{PY}-x-require_cudnn: rerun 1 of 1" in line:
+            break
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # normal's short rerun ends: the sweep now waits on the long one
+        ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+        if len(ends) == 3:
+            break
+        time.sleep(0.2)
+    time.sleep(1)
+    stopped_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    took = time.monotonic() - stopped_at
+    text = "".join(seen) + out
+    assert took < 15, (took, text[-3000:])  # not the 20 s the side rerun sleeps
+    ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    assert [r["mode"] for r in ends] == ["normal", "require_cudnn", "normal"], ends  # the long rerun never ended
+    assert "sweep: SIGINT during confirmation: every change counts as it was first seen" in text, text[-3000:]
+    doc = json.loads((tmp_path / "results" / "sweep.json").read_text())
+    assert doc["interrupted"] == "SIGINT", doc.get("interrupted")

@@ -21,3 +21,23 @@ def test_a_known_flaky_case_within_its_set_is_judged_by_its_flaky_rule_not_by_it
     found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 3), None)
     assert [b.nodeid for b in found.tier_breaks] == ["t.py::test_past_flash_4"], found.tier_breaks
     assert any("test_past_flash_3" in r and "MATH" in r for r in found.reasons), found.reasons
+
+
+def test_a_rerun_that_clears_one_change_but_shows_another_does_not_stand_for_the_test(harness, tmp_path):
+    """Baseline: passed on FLASH. The first run: passed on EFFICIENT (a tier regression). The one rerun: failed
+    on FLASH. The tier change did not reproduce, so it is unconfirmed; the failure was seen once, in a rerun,
+    and never rerun: it must not become the test's outcome, a regression or a failing verdict."""
+    from conftest import SUITES
+
+    test = "test_schedule.py::test_scheduled"
+    harness.write(["test_schedule.py"], root=SUITES / "tiers", pythonpath=[".", ".."],
+                  suite_extra=(f'env = {{ SCHEDULE_STATE = "{tmp_path / "calls"}", SCHEDULE = '
+                               '"passed:FLASH_ATTENTION,passed:EFFICIENT_ATTENTION,failed:FLASH_ATTENTION" }'))
+    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
+    base = harness.nox("-s", "sweep", "--", "--save-baseline", "b", "--confirm", "0", env=env)
+    assert base.proc.returncode == 0, base.output[-3000:]
+    run = harness.nox("-s", "sweep", "--", "--baseline", "b", "--gate", "regressions", "--confirm", "1", env=env)
+    r = run.result("normal")
+    assert [(t["test"], t["unconfirmed"]) for t in r["confirmation"]["tests"]] == [(test, ["tier"])], r["confirmation"]
+    assert r["outcomes"] == {test: "passed"} and r["verdict"] == "pass", (r["outcomes"], r["reasons"])
+    assert run.proc.returncode == 0, run.output[-3000:]
