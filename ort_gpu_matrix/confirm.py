@@ -190,8 +190,8 @@ def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Seque
             tests = tests_of(outcome.report)
             problems = cross_checks(ev, tests, count(outcome.report, tests, collected_of(outcome.report, ev.collected)))
             problems += library_audit(outcome.report, r.pinned, str(venv.path))[1]
-            result = store.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
-                                 store.new_run_id(outcome.started))
+            result = dataclasses.replace(store.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
+                                                     store.new_run_id(outcome.started)), rerun_of=m.result.run_id)
             stored = store.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,
                                                           "report": outcome.report_path}, current=False)
         finally:

@@ -130,6 +130,9 @@ class Result:
     confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
     # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
     expected: dict[str, str] | None = None
+    # a confirmation rerun's own bundle: the run id of the run it reran (never a session's current result); the
+    # scheduler's last duration and peak skip it, since a rerun of a few tests says nothing of a whole run
+    rerun_of: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

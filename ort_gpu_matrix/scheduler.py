@@ -94,7 +94,8 @@ def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float 
     for bundle in bundles:
         try:
             data = json.loads((bundle / "result.json").read_text())
-            if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted"):
+            if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted") \
+                    and not data.get("rerun_of"):  # a confirmation rerun runs a few tests: not the run's length
                 return float(data["duration_s"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -110,7 +111,10 @@ def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | 
         return None
     for bundle in bundles:
         try:
-            peak = json.loads((bundle / "result.json").read_text()).get("gpu_memory", {}).get("peak_mib")
+            data = json.loads((bundle / "result.json").read_text())
+            if data.get("rerun_of"):
+                continue  # a confirmation rerun of a few tests: its peak is not the whole run's
+            peak = data.get("gpu_memory", {}).get("peak_mib")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(peak, int) and not isinstance(peak, bool):

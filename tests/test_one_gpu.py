@@ -256,9 +256,16 @@ def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path,
     first, reruns = ends[:2], {r["mode"]: r for r in ends[2:]}
     assert not overlaps(*first)  # the sweep's own runs: serial
     assert overlaps(reruns["normal"], reruns["require_cudnn"])  # the confirmation round: side by side
+    from ort_gpu_matrix.scheduler import last_duration, last_peak_mib
+
     for mode in ("normal", "require_cudnn"):
         r = stored(tmp_path, mode)
         assert r["verdict"] == "fail" and len(r["confirmation"]["reruns"]) == 1, r.get("confirmation")
+        rerun = json.loads((tmp_path / "results" / r["confirmation"]["reruns"][0]["bundle"] / "result.json").read_text())
+        assert rerun["rerun_of"] == r["run_id"] and r["rerun_of"] is None
+        # the next plan reads the whole run's length and peak, not its rerun's (the rerun is the newer bundle)
+        assert last_duration(tmp_path / "results", r["session"]) == r["duration_s"] != rerun["duration_s"]
+        assert last_peak_mib(tmp_path / "results", r["session"]) == (r.get("gpu_memory") or {}).get("peak_mib")
     log.unlink()
     one = sweep(tmp_path, venvs, "--confirm", "1", "--verbose", env={**no_gpu(), **fail})
     assert one.returncode == 1, one.stdout[-3000:]
