@@ -28,6 +28,7 @@ from packaging.version import Version
 
 import ort_matrix_probe
 from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
+from ort_matrix_probe.isolation import MODES as ISOLATIONS
 from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
@@ -319,7 +320,23 @@ def report_problem(report: object) -> str | None:
     for key, needed in (("audits", ("by_name", "cudnn_copies")), ("collection", ("nodeid", "outcome", "message"))):
         if not all(isinstance(e, dict) and all(k in e for k in needed) for e in report[key]):
             return f"the probe's report is malformed: an entry of {key!r}"
+    if report["isolation"] not in ISOLATIONS:
+        return f"the probe's report is malformed: 'isolation' is {report['isolation']!r}, not one of {ISOLATIONS}"
+    if not all(_pollution_entry(e) for e in report["pollution"]):
+        return "the probe's report is malformed: an entry of 'pollution'"
     return None
+
+
+def _pollution_entry(e: object) -> bool:
+    """One polluter as the probe writes it (isolation.py); anything else in the file came from elsewhere."""
+    def text_or_none(v: object) -> bool:
+        return v is None or isinstance(v, str)
+
+    return (isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("test", "scope", "process"))
+            and isinstance(e.get("undone"), bool) and isinstance(e.get("later_tests"), int)
+            and not isinstance(e.get("later_tests"), bool) and isinstance(e.get("changes"), list)
+            and all(isinstance(c, dict) and isinstance(c.get("what"), str) and isinstance(c.get("name"), str)
+                    and text_or_none(c.get("before")) and text_or_none(c.get("after")) for c in e["changes"]))
 
 
 _OUTCOMES = (None, "passed", "failed", "skipped", "error", "xfailed", "xpassed")

@@ -41,3 +41,25 @@ def test_a_rerun_that_clears_one_change_but_shows_another_does_not_stand_for_the
     assert [(t["test"], t["unconfirmed"]) for t in r["confirmation"]["tests"]] == [(test, ["tier"])], r["confirmation"]
     assert r["outcomes"] == {test: "passed"} and r["verdict"] == "pass", (r["outcomes"], r["reasons"])
     assert run.proc.returncode == 0, run.output[-3000:]
+
+
+def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged():
+    """The probe's report is written inside the test process, so what the engine reads of it is checked: a
+    pollution entry of the wrong shape, or an isolation mode that does not exist, makes it malformed (the run
+    then fails on that, instead of a traceback, or a baseline that no later load accepts)."""
+    from ort_matrix_probe.schema import REPORT_VERSION
+
+    from ort_gpu_matrix.run import report_problem
+
+    good = {"report_version": REPORT_VERSION, "exitstatus": 0, "duration_s": 1.0, "collected": {}, "tests": {},
+            "collection": [], "audits": [], "outside_tests_sdpa": [], "unattributed_sdpa": [], "provenance": {},
+            "isolation": "restore", "pollution": [
+                {"test": "t.py::a", "scope": "function", "process": "gw0", "undone": True, "later_tests": 2,
+                 "changes": [{"what": "env", "name": "ORT_X", "before": None, "after": "1"}]}]}
+    assert report_problem(good) is None
+    bad_entry = {**good, "pollution": [1]}
+    assert report_problem(bad_entry) == "the probe's report is malformed: an entry of 'pollution'"
+    bad_change = {**good, "pollution": [{**good["pollution"][0], "changes": [{"what": "env", "name": 3}]}]}
+    assert report_problem(bad_change) == "the probe's report is malformed: an entry of 'pollution'"
+    assert report_problem({**good, "isolation": "x"}) == ("the probe's report is malformed: 'isolation' is 'x', "
+                                                          "not one of ('restore', 'report', 'off')")
