@@ -251,7 +251,8 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     """The result with the tests that did not reproduce judged by their clearing rerun, and the record."""
     r, cell, mode = m.result, m.cell, m.result.mode
     record = Confirmation(n, r.verdict, list(r.reasons), r.counts, m.reruns,
-                          [TestRuns(t, sorted(c), m.runs[t], sorted(m.cleared.get(t, set()))) for t, c in
+                          [TestRuns(t, sorted(c), m.runs[t], sorted(m.cleared.get(t, set())),
+                                    None if m.record is None else _show(m.record.tests.get(t))) for t, c in
                            sorted(m.checks.items())])
     if not m.substitute:
         return dataclasses.replace(r, confirmation=record)

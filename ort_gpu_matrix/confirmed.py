@@ -33,6 +33,9 @@ class TestRuns:
     checks: list[str]  # of CHECKS
     runs: list[str]  # the first run, then each rerun that ran it: "failed", "passed CUDNN_FLASH_ATTENTION"
     unconfirmed: list[str] = field(default_factory=list)  # the checks some rerun did not reproduce
+    # the baseline's line the test/tier checks were judged against ("absent": not in it; None: no baseline, or a
+    # record from before this was kept); a report against another baseline filters nothing by this record
+    against: str | None = None
 
     @property
     def confirmed(self) -> list[str]:

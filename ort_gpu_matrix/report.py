@@ -97,7 +97,7 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
     flaky = {(r.cell.name, r.mode): r.known_flaky for r in results if r.known_flaky}
     comparison = compare(baseline, run, scope, flaky) if baseline is not None else None
     if comparison is not None:
-        filter_comparison(comparison, results)
+        filter_comparison(comparison, results, baseline)
     verdicts = {(c, m): rec.verdict for c, modes in baseline.cells.items() for m, rec in modes.items()} if baseline else {}
     if comparison is not None:
         add_stale_rules(comparison, results)

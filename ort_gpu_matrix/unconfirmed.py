@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .baseline import Baseline
 from .compare import Comparison, LibsDiff
 from .confirmed import Confirmation
 from .results import Result
@@ -50,14 +51,23 @@ def listed(results: list[Result]) -> list[Unconfirmed]:
     return out
 
 
-def filter_comparison(cmp: Comparison, results: list[Result]) -> None:
-    """Per-test regressions a record says did not reproduce leave the regressions (they are `listed` apart)."""
+def filter_comparison(cmp: Comparison, results: list[Result], baseline: Baseline | None = None) -> None:
+    """Per-test regressions a record says did not reproduce leave the regressions (they are `listed` apart),
+    when the record was judged against the same baseline line as this comparison: against another baseline a
+    rerun that "did not reproduce" says nothing (it may show this comparison's change in every run)."""
     recs = records(results)
+
+    def same_baseline(c: Any, t: Any) -> bool:
+        if t.against is None:
+            return True  # a record from before `against` was kept: as judged then
+        record = baseline.cells.get(c.cell, {}).get(c.mode or "") if baseline is not None else None
+        line = record.tests.get(c.test) if record is not None else None
+        return bool(t.against == ("absent" if line is None else line.encode()))
 
     def unconfirmed(c: Any) -> bool:
         rec = recs.get((c.cell, c.mode or ""))
         t = rec.test(c.test) if rec is not None and c.test else None
-        return t is not None and c.kind in PER_TEST and c.kind in t.unconfirmed
+        return t is not None and c.kind in PER_TEST and c.kind in t.unconfirmed and same_baseline(c, t)
 
     cmp.regressions = [c for c in cmp.regressions if not unconfirmed(c)]
 

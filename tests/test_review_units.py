@@ -47,9 +47,8 @@ def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged()
     """The probe's report is written inside the test process, so what the engine reads of it is checked: a
     pollution entry of the wrong shape, or an isolation mode that does not exist, makes it malformed (the run
     then fails on that, instead of a traceback, or a baseline that no later load accepts)."""
-    from ort_matrix_probe.schema import REPORT_VERSION
-
     from ort_gpu_matrix.run import report_problem
+    from ort_matrix_probe.schema import REPORT_VERSION
 
     good = {"report_version": REPORT_VERSION, "exitstatus": 0, "duration_s": 1.0, "collected": {}, "tests": {},
             "collection": [], "audits": [], "outside_tests_sdpa": [], "unattributed_sdpa": [], "provenance": {},
@@ -63,3 +62,30 @@ def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged()
     assert report_problem(bad_change) == "the probe's report is malformed: an entry of 'pollution'"
     assert report_problem({**good, "isolation": "x"}) == ("the probe's report is malformed: 'isolation' is 'x', "
                                                           "not one of ('restore', 'report', 'off')")
+
+
+def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_against_another(harness, tmp_path):
+    """Swept against baseline a (FLASH), the first run's MATH did not reproduce (the rerun gave FLASH): unconfirmed,
+    so the gate holds. The same results reported against baseline b (EFFICIENT) show a tier change that no
+    rerun was judged against: it is a regression there, not dropped by a's record."""
+    from conftest import SUITES
+
+    test = "test_schedule.py::test_scheduled"
+    harness.write(["test_schedule.py"], root=SUITES / "tiers", pythonpath=[".", ".."],
+                  suite_extra=(f'env = {{ SCHEDULE_STATE = "{tmp_path / "calls"}", SCHEDULE = "passed:FLASH_ATTENTION,'
+                               'passed:EFFICIENT_ATTENTION,passed:MATH,passed:FLASH_ATTENTION" }'))
+    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
+    for name in ("a", "b"):
+        saved = harness.nox("-s", "sweep", "--", "--save-baseline", name, "--confirm", "0", env=env)
+        assert saved.proc.returncode == 0, saved.output[-3000:]
+    swept = harness.nox("-s", "sweep", "--", "--baseline", "a", "--gate", "regressions", "--confirm", "1", env=env)
+    assert swept.proc.returncode == 0, swept.output[-3000:]
+    r = swept.result("normal")
+    assert [(t["test"], t["unconfirmed"], t["against"]) for t in r["confirmation"]["tests"]] == [
+        (test, ["tier"], "passed FLASH_ATTENTION")]
+    again_a = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "a", "--gate", "regressions", env=env)
+    assert again_a.proc.returncode == 0, again_a.output[-3000:]
+    against_b = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "b", "--gate", "regressions",
+                            env=env)
+    assert against_b.proc.returncode == 1, against_b.output[-3000:]
+    assert "1 regression(s)" in against_b.output, against_b.output[-3000:]
