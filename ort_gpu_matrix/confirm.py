@@ -369,7 +369,13 @@ def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Reso
         prior = None if source is None else next(
             (r for r in results if r.cell.name == m.cell.name and r.mode == source.value), None)
         new = _amend(m, prior, n)
-        store.restore(matrix.workspace.results_dir, new)
+        lock = session_lock(matrix.workspace.results_dir, new.session, log)
+        try:
+            if not store.restore(matrix.workspace.results_dir, new):
+                log(f"confirm: {new.session}: a newer run of it is the current result now; the confirmed one is "
+                    f"in its bundle {new.bundle}")
+        finally:
+            lock.release()
         amended[new.session] = new
         for t in new.confirmation.tests if new.confirmation else []:
             if t.unconfirmed:

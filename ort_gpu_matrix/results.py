@@ -312,12 +312,22 @@ def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current
     return stored
 
 
-def restore(results_dir: Path, result: Result) -> None:
-    """A stored result, amended after its run (its confirmation), written over its bundle's copy and the current one."""
+def restore(results_dir: Path, result: Result) -> bool:
+    """A stored result, amended after its run (its confirmation), written over its bundle's copy and over the
+    current one while that is still this run's (the caller holds the session's lock). False: a newer run of the
+    session became current meanwhile, and stays so (the bundle still gets the amended copy)."""
     try:
         if result.bundle is not None and Path(result.bundle).is_dir():
             write_json(Path(result.bundle) / "result.json", result.to_dict())
-        write_json(current_path(results_dir, result.session), result.to_dict())
+        current = current_path(results_dir, result.session)
+        try:
+            now = json.loads(current.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            now = result.run_id  # no readable current result: this one becomes it
+        if now != result.run_id:
+            return False
+        write_json(current, result.to_dict())
+        return True
     except OSError as exc:
         raise StoreError(f"cannot store the confirmed result of {result.session}: {exc.strerror or exc}") from None
 

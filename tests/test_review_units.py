@@ -89,3 +89,28 @@ def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_again
                             env=env)
     assert against_b.proc.returncode == 1, against_b.output[-3000:]
     assert "1 regression(s)" in against_b.output, against_b.output[-3000:]
+
+
+def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwhile(harness):
+    """confirm.py re-stores each amended result; if another run of the session stored a newer result while the
+    reruns ran, that newer one stays current, and the amended copy goes to its own bundle only."""
+    import dataclasses
+    import json
+
+    from conftest import CELL
+
+    from ort_gpu_matrix import results as store
+
+    session = f"{CELL}-normal"
+    assert harness.run(["test_allpass.py"], session=session).proc.returncode == 0
+    older = store.load(harness.results / f"{session}.json")
+    assert harness.run(["test_allpass.py"], session=session).proc.returncode == 0
+    newer = store.load(harness.results / f"{session}.json")
+    assert newer.run_id != older.run_id
+    amended = dataclasses.replace(older, reasons=["amended"])
+    assert store.restore(harness.results, amended) is False
+    assert json.loads((harness.results / f"{session}.json").read_text())["run_id"] == newer.run_id
+    assert json.loads((harness.results / "runs" / session / older.run_id / "result.json").read_text())["reasons"] == [
+        "amended"]
+    assert store.restore(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
+    assert json.loads((harness.results / f"{session}.json").read_text())["reasons"] == ["amended too"]
