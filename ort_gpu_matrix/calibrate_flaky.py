@@ -64,7 +64,8 @@ def _runs(seen: Sequence[tuple[Run, TestResult]], cell_of: Callable[[Any], str])
 
 def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestResult]]], runs: Sequence[Run],
           cell_of: Callable[[Any], str], stale: Callable[[FlakyRule], bool]) -> list[FlakyRule]:
-    """The old file's known_flaky rules whose tests ran (their sets grown by what these runs showed), minus the
+    """The old file's known_flaky rules whose tests ran (their sets grown by what the runs where a test of theirs
+    flaked showed; a test stable outside its rule's set is left for the verdict to name), minus the
     stale ones (`stale(rule)` decides and says so), then one rule for each flaky test no kept rule matches."""
     ran = [(r, t) for r in runs for t in r.tests]
     out = []
@@ -72,8 +73,9 @@ def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestRe
         hits = [(r, t) for r, t in ran if re.search(rule.test, t.nodeid)]
         if not hits and stale(rule):
             continue
-        outcomes = tuple(sorted({*rule.outcomes, *(t.outcome for _, t in hits)}))
-        tiers = tuple(sorted({*rule.tiers, *(x for _, t in hits for x in t.sdpa)}))
+        grown = [(r, t) for r, t in hits if t.nodeid in seen_flaky]  # a stable run outside the set is no flake
+        outcomes = tuple(sorted({*rule.outcomes, *(t.outcome for _, t in grown)}))
+        tiers = tuple(sorted({*rule.tiers, *(x for _, t in grown for x in t.sdpa)}))
         evidence = _runs(hits, cell_of) if any(t.nodeid in seen_flaky for _, t in hits) else rule.runs
         out.append(FlakyRule(rule.test, outcomes, tiers, rule.reason, evidence, _observed(hits) or rule.observed))
     for nodeid, seen in seen_flaky.items():

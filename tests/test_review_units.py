@@ -114,3 +114,29 @@ def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwh
         "amended"]
     assert store.restore(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
     assert json.loads((harness.results / f"{session}.json").read_text())["reasons"] == ["amended too"]
+
+
+def test_calibrate_grows_a_known_flaky_rule_only_from_runs_where_its_test_was_flaky():
+    """An old known_flaky rule ([passed, failed], FLASH) and two runs where its test was stable on MATH: the move
+    to MATH is no flake, so the rule is not widened to accept it (the verdict then names it). Runs where the test
+    did flake, between its old set and EFFICIENT, grow the rule by EFFICIENT."""
+    from dataclasses import dataclass
+
+    from ort_gpu_matrix.calibrate_flaky import flaky, rules
+    from ort_gpu_matrix.config.model import Observation
+
+    @dataclass
+    class R:
+        round: int
+        tests: list
+        observation: Observation = Observation("c", "1.31.1", "2026-12-01")
+        mode: str = "normal"
+
+    old = [FlakyRule("t.py::test_x$", ("failed", "passed"), ("FLASH_ATTENTION",), "unstable")]
+    stable = [R(0, [T("t.py::test_x", "passed", "", ("MATH",))]), R(1, [T("t.py::test_x", "passed", "", ("MATH",))])]
+    got = rules(old, flaky(stable, lambda r: "c"), stable, lambda r: "c", lambda rule: False)
+    assert [(r.outcomes, r.tiers) for r in got] == [(("failed", "passed"), ("FLASH_ATTENTION",))], got
+    flaking = [R(0, [T("t.py::test_x", "passed", "", ("EFFICIENT_ATTENTION",))]),
+               R(1, [T("t.py::test_x", "failed", "boom", ("FLASH_ATTENTION",))])]
+    got = rules(old, flaky(flaking, lambda r: "c"), flaking, lambda r: "c", lambda rule: False)
+    assert [(r.outcomes, r.tiers) for r in got] == [(("failed", "passed"), ("EFFICIENT_ATTENTION", "FLASH_ATTENTION"))]
