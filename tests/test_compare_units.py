@@ -276,3 +276,17 @@ def test_libs_comparison_looks_past_a_cell_with_the_same_libs():
     ids["pz"] = {**ids["p"], "libs": "z"}
     got = [d.cells for d in libs_comparison(base({n: {"normal": r} for n in ids}), ids)]
     assert got == [("p", "pz"), ("p", "q"), ("pa", "pz"), ("pa", "q"), ("pz", "q")]
+
+
+def test_a_hand_made_record_without_a_count_compares_it_as_absent(tmp_path):
+    """A baseline written by hand may leave a count out: compare reads a missing count as 0 and shows it as
+    absent, `(none)`, instead of raising KeyError (a known bug of issue 26)."""
+    path = tmp_path / "hand.json"
+    path.write_text('{"baseline_version": 1, "cells": {"c1": {"normal": {"verdict": "pass", '
+                    '"counts": {"collected": 2}, "tests": {"t::a": "passed", "t::b": "passed"}}}}}')
+    hand = Baseline.load(path)
+    full = base({C: {"normal": rec({"t::a": "passed", "t::b": "passed"})}})
+    got = compare(full, hand)
+    assert [c.to_dict() for c in got.regressions] == [ch("count", "passed", 2, None)]
+    assert [c.line() for c in got.regressions] == ["count: c1 normal passed: 2 -> (none)"]
+    assert compare(hand, full).to_dict() == EMPTY  # no count before: nothing to drop from
