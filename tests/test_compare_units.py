@@ -285,7 +285,7 @@ def test_a_hand_made_record_without_a_count_compares_it_as_absent(tmp_path):
     path.write_text('{"baseline_version": 1, "cells": {"c1": {"normal": {"verdict": "pass", '
                     '"counts": {"collected": 2}, "tests": {"t::a": "passed", "t::b": "passed"}}}}}')
     hand = Baseline.load(path)
-    full = base({C: {"normal": rec({"t::a": "passed", "t::b": "passed"})}})
+    full = base({C: {"normal": rec({"t::a": "passed", "t::b": "passed"}, library={})}})
     got = compare(full, hand)
     assert [c.to_dict() for c in got.regressions] == [ch("count", "passed", 2, None)]
     assert [c.line() for c in got.regressions] == ["count: c1 normal passed: 2 -> (none)"]
