@@ -235,3 +235,37 @@ def test_a_libs_difference_is_kept_only_where_it_reproduced_on_both_sides():
                             ("t::b", ["passed"], ["passed", "passed CUDNN"])])
     assert filter_libs([diff], []) == [LibsDiff("normal", ("L", "R"), ([], []), diff.tests, diff.unconfirmed)]
     assert diff.unconfirmed == [("t::old", ["x"], ["y"])]  # the input is left as it was
+
+
+def test_function_of_reads_only_the_last_part_and_the_first_bracket():
+    assert tierrules.function_of("f.py::TestX_1_a::test_b") == "f.py::TestX_1_a::test_b"  # a class is no case
+    assert tierrules.function_of("dir_1_x/t.py::test_a") == "dir_1_x/t.py::test_a"  # nor a path
+    assert tierrules.function_of("f.py::test_a[p[0]]") == "f.py::test_a"
+    rule = TierRule("t", (EFF, FLASH))
+    assert tierrules.Break(rule, "t::a", (MATH,)).to_dict("teeth")["only"] == f"{EFF}, {FLASH}"
+
+
+def test_a_flaky_rule_judges_every_test_it_matches_whatever_comes_before():
+    tests = [T("t::fl_1", "failed", "", (EFF,)), T("t::other", "failed", "", ()), T("t::fl_2", "passed", "", ())]
+    assert flakes.judged([FLAKY], tests)[0] == {"t::fl_1", "t::fl_2"}
+
+
+def test_a_skip_a_flaky_rule_lists_is_known_flaky_and_one_it_does_not_list_is_unexpected():
+    rule = FlakyRule("t::fs", ("passed", "skipped"), (), "r")
+    expect = PassExpect(known_flaky=(rule, FLAKY), allowed_skips=("no GPU",))
+    assert ex.why_expected(expect, T("t::fs", "skipped", "no GPU", ()), None) == ex.KNOWN_FLAKY
+    assert ex.why_expected(expect, T("t::fl", "skipped", "no GPU", ()), None) is None  # FLAKY lists no skip
+    cov = TeethCoverage(checked=True, declared_toothless=["t::dt"])
+    assert ex.expected_of(TeethExpect(), [T("t::dt", "passed", "", ())], cov) == {"t::dt": ex.DECLARED_TOOTHLESS}
+
+
+def test_tally_counts_each_kind_as_often_as_it_was_expected():
+    r = result("normal", {"a": "failed", "b": "failed", "c": "skipped"},
+               expected={"a": ex.KNOWN_FAILURE, "b": ex.KNOWN_FAILURE, "c": ex.ALLOWED_SKIP})
+    assert ex.tally(r) == ({ex.KNOWN_FAILURE: 2, ex.ALLOWED_SKIP: 1}, 0)
+    assert ex.tally_text(r) == "expected 2 known failure, 1 allowed skip"
+
+
+def test_an_unconfirmed_line_names_every_check():
+    u = Unconfirmed("c1", "normal", "t::a", ["test", "tier"], ["failed", "passed"])
+    assert u.line() == "test, tier: c1 normal t::a: runs: failed | passed"
