@@ -160,3 +160,46 @@ def test_baseline_names_and_paths(tmp_path, monkeypatch):
 def test_the_first_character_past_the_surrogates_is_kept():
     assert ef.string("\ue000\ud7ff") == '"\ue000\ud7ff"' and ef.literal_regex("\ue000") == "^\ue000$"
     assert ef.comment("\ue000") == "\ue000"
+
+
+def test_rules_too_long_for_one_line_are_written_as_tables_after_the_plain_keys():
+    from ort_gpu_matrix.config.model import FlakyRule, TierRule
+    obs = (Observation("c1", "1.32.0", "2026-12-01"), Observation("c2", "1.32.0", "2026-12-02"))
+    long = "AssertionError: " + "x" * 150 + " y" * 70  # 306 characters: no rule line holds it
+    t = ef.ModeTable("normal", rules={"known_failures": [Rule("t::short", "r"), Rule("t::long", long, obs)]},
+                     flaky=[FlakyRule("t::fl", ("failed", "passed"), ("MATH",), "comes and goes", ("failed", "passed MATH"),
+                                      obs[:1]), FlakyRule("t::f2", ("passed",), (), "r")],
+                     tiers=[TierRule("t::tier", ("MATH",), "", ())])
+    continued = ('"""\\\n' + "AssertionError: " + "x" * 84 + "\\\n" + "x" * 66 + " y" * 17 + " \\\n"
+                 + "y " * 50 + "\\\n" + "y y y" + '"""')  # 100 characters a line, each break before a non-space
+    assert ef.render([], [t]) == "\n".join([
+        "", "[expect.normal]", "known_flaky = [",
+        '    { test = "t::fl", outcomes = ["failed", "passed"], tiers = ["MATH"], reason = "comes and goes", '
+        'runs = ["failed", "passed MATH"], observed = [{ cell = "c1", ort = "1.32.0", date = "2026-12-01" }] },',
+        '    { test = "t::f2", outcomes = ["passed"], reason = "r" },', "]",
+        "tiers = [", '    { test = "t::tier", only = ["MATH"] },', "]", "",
+        "[[expect.normal.known_failures]]", 'test = "t::short"', 'reason = "r"', "",
+        "[[expect.normal.known_failures]]", 'test = "t::long"', f"reason = {continued}", "observed = [",
+        '    { cell = "c1", ort = "1.32.0", date = "2026-12-01" },',
+        '    { cell = "c2", ort = "1.32.0", date = "2026-12-02" },', "]", ""])
+    assert tomllib.loads(ef.render([], [t]))["expect"]["normal"]["known_failures"][1]["reason"] == long
+    t2 = ef.ModeTable("teeth", flaky=[FlakyRule("t::fl", ("failed",), (), long, ("failed",), obs)],
+                      tiers=[TierRule("t::tier", ("MATH", "EFFICIENT_ATTENTION"), long, ())])
+    text = ef.render([], [t2])
+    assert text == "\n".join([
+        "", "[expect.teeth]", "", "[[expect.teeth.known_flaky]]", 'test = "t::fl"', 'outcomes = ["failed"]',
+        f"reason = {continued}", 'runs = ["failed"]', "observed = [",
+        '    { cell = "c1", ort = "1.32.0", date = "2026-12-01" },',
+        '    { cell = "c2", ort = "1.32.0", date = "2026-12-02" },', "]", "",
+        "[[expect.teeth.tiers]]", 'test = "t::tier"', 'only = ["MATH", "EFFICIENT_ATTENTION"]', f"reason = {continued}", ""])
+    got = tomllib.loads(text)["expect"]["teeth"]
+    assert got["known_flaky"][0]["reason"] == long and got["tiers"][0]["reason"] == long
+
+
+def test_a_long_string_is_continued_between_escapes_and_never_before_a_space():
+    text = "a" * 99 + '"' + "b" * 99 + " " + "c" * 10
+    got = ef.long_string(text, "  ", 50)
+    assert got == '"""\\\n  ' + "a" * 99 + '\\"\\\n  ' + "b" * 99 + ' \\\n  ' + "c" * 10 + '"""'
+    assert tomllib.loads(f"k = {got}")["k"] == text
+    assert ef.long_string("short", "  ", 50) == '"short"'
+    assert ef.long_string("x" * 48, "", 50) == '"' + "x" * 48 + '"' and ef.long_string("x" * 49, "", 50).startswith('"""')

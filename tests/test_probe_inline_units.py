@@ -1,0 +1,94 @@
+"""The probe's census in this process (issue 26): pytester.inline_run loads the plugin here, so mutmut maps
+these tests to the Probe's hooks and report, which test_probe.py reaches only in pytester subprocesses. The
+suite is tiny and real: a CPU onnxruntime session whose native run prints the tier on fd 1."""
+from __future__ import annotations
+
+import json
+import os
+
+import onnx  # noqa: F401  (onnx and onnxruntime imported once, here: pytester drops modules a test imports,
+import onnxruntime  # and their extension modules cannot load twice)
+from test_probe import PLUGIN, TINYORT
+
+
+def test_the_census_report_progress_and_digest_of_an_inline_run(pytester, monkeypatch):
+    pytester.makepyfile(tinyort=TINYORT)
+    pytester.makepyfile(test_inline='''
+import os
+import pytest
+from tinyort import session, feed
+
+def test_cudnn():
+    s = session()
+    s.run(None, feed())
+    s.run(None, feed())
+
+def test_math():
+    session(b"MATH").run(None, feed())
+
+def test_cpu_only():
+    session(b"MATH", providers=("CPUExecutionProvider",)).run(None, feed())
+
+def test_fails():
+    assert 1 == 2, "one is not two"
+
+def test_left_out():
+    pass
+''')
+    report, progress, keep = pytester.path / "report.json", pytester.path / "progress", pytester.path / "keep.json"
+    keep.write_text(json.dumps([f"test_inline.py::test_{n}" for n in ("cudnn", "math", "cpu_only", "fails")]))
+    read, write = os.pipe()
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+    monkeypatch.setenv("ORT_MATRIX_PROGRESS", str(progress))
+    monkeypatch.setenv("ORT_MATRIX_KEEP", str(keep))
+    monkeypatch.setenv("ORT_MATRIX_DIGEST_FD", str(write))
+    monkeypatch.delenv("ORT_MATRIX_CUDA_OPTIONS", raising=False)
+    rec = pytester.inline_run(*PLUGIN)
+    os.set_blocking(read, False)  # a probe that sent nothing must fail the test, not hang it
+    try:
+        digest = os.read(read, 200).decode()
+    except BlockingIOError:
+        digest = ""
+    finally:
+        os.close(read)  # the write end is the probe's to close: closing it here could close a reused fd
+    rec.assertoutcome(passed=3, failed=1)
+    data = json.loads(report.read_text())
+    import hashlib
+    assert digest == hashlib.sha256(report.read_bytes()).hexdigest() + "\n"
+    assert {k.split("::")[1]: (v["outcome"], v["sdpa"]) for k, v in data["tests"].items()} == {
+        "test_cudnn": ("passed", ["CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"]), "test_math": ("passed", ["MATH"]),
+        "test_cpu_only": ("passed", []), "test_fails": ("failed", [])}
+    assert data["unattributed_sdpa"] == ["MATH"] and data["outside_tests_sdpa"] == []
+    assert data["collected"] == {"controller": 4} and data["exitstatus"] == 1
+    assert [a["process"] for a in data["audits"]] == ["controller"]
+    assert data["provenance"]["ort_imported_version"] == onnxruntime.__version__
+    assert data["report_version"] and data["isolation"] in ("restore", "report", "off")
+    assert set(data["timings"]) == {"controller"} and data["duration_s"] >= 0
+    lines = progress.read_text().splitlines()
+    assert lines[0] == "collected\t4" and lines[1:3] == ["start\ttest_inline.py::test_cudnn", "end\ttest_inline.py::test_cudnn"]
+    assert len(lines) == 9
+
+
+def test_forced_options_are_counted_per_test_and_no_digest_fd_is_no_error(pytester, monkeypatch):
+    pytester.makepyfile(tinyort=TINYORT)
+    pytester.makepyfile(test_forced='''
+from tinyort import session, feed
+
+def test_two_sessions():
+    session().run(None, feed())
+    session().run(None, feed())
+
+def test_none():
+    pass
+''')
+    report = pytester.path / "report.json"
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+    monkeypatch.setenv("ORT_MATRIX_CUDA_OPTIONS", json.dumps({"sdpa_kernel": 8}))
+    for name in ("ORT_MATRIX_PROGRESS", "ORT_MATRIX_KEEP", "ORT_MATRIX_DIGEST_FD"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.inline_run(*PLUGIN).assertoutcome(passed=2)
+    data = json.loads(report.read_text())
+    assert {k: (v["sdpa"], v["injections"], v["process"]) for k, v in data["tests"].items()} == {
+        "test_forced.py::test_two_sessions": (["CUDNN_FLASH_ATTENTION"] * 2, 2, "controller"),
+        "test_forced.py::test_none": ([], 0, "controller")}
+    assert data["collected"] == {"controller": 2} and data["exitstatus"] == 0
