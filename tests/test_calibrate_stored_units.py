@@ -17,7 +17,7 @@ from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.pollution import Pollution, StateChange
-from ort_gpu_matrix.results import CellInfo, Provenance
+from ort_gpu_matrix.results import CellInfo, Provenance, load
 from ort_gpu_matrix.verdicts import Counts, Status, TeethCoverage
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
@@ -34,16 +34,17 @@ class Stored:
         self.results = tmp / "results"
         self.results.mkdir()
 
-    def store(self, mode: str, tests: dict[str, dict], suite: str = "s", report: bool | str = True, **kw) -> Path:
+    def store(self, mode: str, tests: dict[str, dict], suite: str = "s", report: bool | str = True, run_id: str = "r1",
+              **kw) -> Path:
         session = f"{CELL}-{mode}"
-        path = self.results / "runs" / session / "r1" / "report.json"
+        path = self.results / "runs" / session / run_id / "report.json"
         if report is True:
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps({"tests": tests}))
         outcomes = {n: t["outcome"] for n, t in tests.items()}
         passed = sum(o == "passed" for o in outcomes.values())
         r = result(mode, outcomes, session=session, cell=CellInfo(CELL, "3.11", "cpu", "none", "x", suite),
-                   report=str(path) if report is True else report or None, run_id="r1",
+                   report=str(path) if report is True else report or None, run_id=run_id,
                    provenance=Provenance(ort={"version": "1.32.0"}), counts=Counts(len(outcomes), passed), **kw)
         (self.results / f"{session}.json").write_text(json.dumps(r.to_dict()))
         return path
@@ -217,3 +218,55 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
     plain = Stored(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path)
     (pc,) = cells_of(plain.matrix)
     assert cal._as_run(plain.matrix, pc, said.append) is pc and len(said) == 1
+
+
+class Runner:
+    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real): each call
+    stores and returns the results of the next round, or raises what a failed build raises."""
+
+    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None):
+        self.stored, self.rounds, self.error, self.calls = stored, rounds, error, []
+
+    def __call__(self, matrix, cell, resolved, modes, posargs, env, log, echo, watch=None):
+        self.calls.append((cell.name, tuple(modes), watch))
+        if self.error is not None:
+            raise self.error
+        log(f"ran {cell.name} {len(self.calls)}")
+        for mode in modes:
+            self.stored.store(mode, self.rounds[len(self.calls) - 1], run_id=f"r{len(self.calls)}")
+        return [load(self.stored.results / f"{CELL}-{mode}.json") for mode in modes]
+
+
+def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_failure(tmp_path, monkeypatch):
+    s = Stored(tmp_path, BASE)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "passed"}},
+                        {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "failed", "message": "E: 1"}}])
+    monkeypatch.setattr(cal, "run_cell", runner)
+    logged: list[str] = []
+    out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
+    assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
+    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1",
+                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2"]
+    assert out.lines[0] == "flaky: normal t::fl: passed, failed"
+    assert "known_flaky = [" in (tmp_path / "expect" / "s.toml").read_text()
+
+
+def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwise(tmp_path, monkeypatch):
+    s = Stored(tmp_path, BASE.replace('pythons = ["', 'pythons = ["3.99", "').replace(
+        "include = [{", 'include = [{ python = "3.99", ort = "cpu", torch = "none", libs = "x" }, {'))
+    cells = cells_of(s.matrix)
+    assert [c.name for c in cells] == ["gpu-3.99-x", CELL]
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
+    monkeypatch.setattr(cal, "run_cell", runner)
+    said: list[str] = []
+    seen = cal.run(s.matrix, cells, False, said.append, print, print, 2)
+    assert said[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
+    assert [(x.cell.name, x.round) for x in seen] == [(CELL, 0), (CELL, 1)]
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.run(s.matrix, cells, True, said.append, print, print, 2)
+    assert str(err.value).startswith("gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
+    from ort_gpu_matrix.venvs import BuildError
+    monkeypatch.setattr(cal, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.run(s.matrix, cells[1:], True, said.append, print, print, 2)
+    assert str(err.value) == f"{CELL} did not run: uv failed"
