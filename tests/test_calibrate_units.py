@@ -202,3 +202,56 @@ def test_a_mode_no_cell_of_the_suite_runs_counts_as_complete_and_stale_rules_nam
     c, said = calib(runs, old={"normal": {"known_failures"}}, cells={})
     assert c.table("normal").rules == {}
     assert said == ["dropped stale rule: normal known_failures 't::gone' (r): it matched nothing in c1, c2"]
+
+
+def test_a_flaky_test_gets_a_known_flaky_rule_and_no_other_and_only_in_its_mode():
+    from dataclasses import replace
+
+    from ort_gpu_matrix.config.model import FlakyRule
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "passed", "", (CUDNN,))]),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "failed", "E: boom\nmore", ())]), round=1),
+            seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
+                 cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])),
+            replace(seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
+                         cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])), round=1)]
+    c, said = calib(runs)
+    t = c.table("normal")
+    assert t.flaky == [FlakyRule("^t::fl$", ("failed", "passed"), (CUDNN,),
+                                 f"differed between runs (passed {CUDNN}, failed): E: boom",
+                                 (f"c1 run 1: passed {CUDNN}", "c1 run 2: failed"), (OBS1,))]
+    assert t.rules == {} and t.tiers == [] and t.counts == [Count("min_passed", 1, "seen: c1 1")]
+    assert said == [f"flaky: normal t::fl: passed {CUDNN}, failed"]
+    said.clear()
+    teeth = c.table("teeth")
+    assert teeth.flaky == [] and teeth.counts == [Count("min_failures", 2, "seen: c1 2")] and said == []
+
+
+def test_in_teeth_a_key_the_matrix_sets_is_not_written_and_what_it_misses_is_said():
+    s = suite(teeth={"known_toothless": (Rule("t::b", "r"),), "known_failures": (Rule("t::nothing", "r"),)})
+    runs = [seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "passed", "", ()),
+                                 T("t::c", "passed", "", ()), T("t::f", "failed", "boom", ())], s=s,
+                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=1, toothless=2, undeclared_toothless=["t::b", "t::c"],
+                                   bitten_tests=["t::a"]))]
+    c, said = calib(runs, inline={"teeth": {"min_failures", "known_toothless", "known_failures"}})
+    t = c.table("teeth")
+    assert t.counts == [] and t.rules == {} and t.flaky == []
+    head = "[suite.s.expect.teeth] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: teeth min_failures: {head}",
+                    f"not written: teeth known_toothless: {head}; today it does not accept: t::c",
+                    f"not written: teeth known_failures: {head}; today it does not accept: t::f"]
+
+
+def test_tiers_and_known_flaky_the_matrix_sets_are_not_written():
+    from dataclasses import replace
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,)), T("t::fl", "passed", "", ())]),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,)), T("t::fl", "failed", "x", ())]), round=1)]
+    c, said = calib(runs, inline={"normal": {"tiers", "known_flaky"}})
+    t = c.table("normal")
+    assert t.tiers == [] and t.flaky == [] and t.rules == {}
+    head = "[suite.s.expect.normal] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: normal tiers: {head}",
+                    f"not written: normal known_flaky: {head}; today it does not accept: t::fl",
+                    "flaky: normal t::fl: passed, failed"]
+    c, said = calib(runs, inline={"teeth": {"tiers", "known_flaky"}})  # another mode's keys: this one writes its own
+    t = c.table("normal")
+    assert [r.test for r in t.tiers] == ["^t::a(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$"] and [r.test for r in t.flaky] == ["^t::fl$"]
