@@ -3,9 +3,10 @@ library and provenance summaries, without the nox run that tests/test_sweep.py m
 tests to baseline.py's ModeRecord.of, Baseline.of and the two summaries."""
 from __future__ import annotations
 
+import pytest
 from unitkit import result
 
-from ort_gpu_matrix.baseline import Baseline, ModeRecord, library_summary, provenance_summary
+from ort_gpu_matrix.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
 from ort_gpu_matrix.baseline import TestLine as Line
 from ort_gpu_matrix.results import Provenance
 from ort_gpu_matrix.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage
@@ -66,3 +67,28 @@ def test_a_baseline_of_results_holds_every_cell_and_mode():
     assert b.name == "rel" and b.modes() == {("c1", "normal"), ("c1", "teeth"), ("c2", "normal")}
     assert b.cells["c2"]["normal"].tests == {"t::b": Line("passed")}
     assert b.cells["c1"]["teeth"] == ModeRecord.of(rs[1])
+
+
+def test_a_baseline_is_written_as_sorted_one_space_json_and_reads_back_whole(tmp_path):
+    rec = ModeRecord("pass", {"passed": 1, "collected": 1}, {"t::b": Line("passed"), "t::a": Line("failed", (MATH,))},
+                     None, {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"]}, {"host": "h1"}, "all", "restore")
+    b = Baseline({"c1": {"normal": rec}}, "rel", "2026-12-01T00:00:00+00:00")
+    assert b.to_json() == "\n".join([
+        "{", ' "baseline_version": 1,', ' "cells": {', '  "c1": {', '   "normal": {', '    "counts": {',
+        '     "collected": 1,', '     "passed": 1', "    },", '    "isolation": "restore",', '    "library": {',
+        '     "cudnn_by_name": [', '      "/l/libcudnn.so.9 (91400)"', "     ]", "    },", '    "provenance": {',
+        '     "host": "h1"', "    },", '    "teeth": null,', '    "tests": {', '     "t::a": "failed MATH",',
+        '     "t::b": "passed"', "    },", '    "verdict": "pass"', "   }", "  }", " },",
+        ' "created": "2026-12-01T00:00:00+00:00",', ' "name": "rel"', "}", ""])
+    b.save(tmp_path / "b.json")
+    assert Baseline.load(tmp_path / "b.json") == b
+    old = ModeRecord.from_dict({"verdict": "fail", "counts": {}, "tests": {}})  # saved before isolation and scope
+    assert old == ModeRecord("fail", {}, {}, None, {}, {}, "all", "unknown")
+    assert Baseline.of([]).name == "" and Baseline.of([], "x").name == "x"
+
+
+def test_a_baseline_that_cannot_be_written_says_why(tmp_path):
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(BaselineError) as err:
+        Baseline({}, "n", "t").save(tmp_path / "dir.json")
+    assert str(err.value) == f"{tmp_path / 'dir.json'}: cannot be written (Is a directory)"

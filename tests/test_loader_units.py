@@ -70,3 +70,28 @@ def test_the_least_whole_number_is_accepted(tmp_path):
     matrix = _matrix(tmp_path, _fill(BASE, tmp_path).replace("[suite.s]\n", "[suite.s]\ntimeout = 1\ntest_timeout = 1\n", 1))
     suite = load_matrix(matrix).suites["s"]
     assert (suite.timeout, suite.test_timeout) == (1, 1)
+
+
+def test_suite_expect_merges_the_file_under_the_matrix_tables_and_names_every_problem(tmp_path):
+    from ort_gpu_matrix.config.loader import suite_expect
+    matrix = _matrix(tmp_path, _fill(BASE, tmp_path) + '\n[suite.s.expect.normal]\nmin_passed = 3\n'
+                     '[suite.other.expect.normal]\nmin_passed = 9\n')
+    good = tmp_path / "good.toml"
+    good.write_text('[expect.normal]\nknown_failures = [{ test = "t::f", reason = "r" }]\n')
+    expect = suite_expect(matrix, "s", good)
+    assert expect["normal"].min_passed == 3 and [r.test for r in expect["normal"].known_failures] == ["t::f"]  # type: ignore[union-attr]
+    assert suite_expect(matrix, "s", None)["normal"].known_failures == ()
+    assert suite_expect(matrix, "nowhere", None)["normal"].min_passed == 1  # type: ignore[union-attr]
+    both = tmp_path / "both.toml"
+    both.write_text('[expect.normal]\nmin_passed = 2\nknown_failures = [{ test = "(", reason = "r" }]\n')
+    with pytest.raises(MatrixError) as err:
+        suite_expect(matrix, "s", both)
+    assert sorted(str(p).split("\n")[0] for p in err.value.problems) == [
+        f"{both}: expect.normal.known_failures[0].test: is not a valid regex (missing ), unterminated subpattern at position 0)",
+        f"{matrix}: suite.s.expect.normal.min_passed: is set both here and in {both} (expect.normal.min_passed)"]
+    bad = _matrix(tmp_path / "m2" if (tmp_path / "m2").mkdir() is None else tmp_path,
+                  _fill(BASE, tmp_path) + '\n[suite.s.expect.normal]\nmin_passed = -1\n')
+    with pytest.raises(MatrixError) as err:
+        suite_expect(bad, "s", None)
+    assert [str(p).split("\n")[0] for p in err.value.problems] == [
+        f"{bad}: suite.s.expect.normal.min_passed: must be a whole number >= 0, found -1"]

@@ -203,3 +203,22 @@ def test_a_long_string_is_continued_between_escapes_and_never_before_a_space():
     assert tomllib.loads(f"k = {got}")["k"] == text
     assert ef.long_string("short", "  ", 50) == '"short"'
     assert ef.long_string("x" * 48, "", 50) == '"' + "x" * 48 + '"' and ef.long_string("x" * 49, "", 50).startswith('"""')
+
+
+def test_short_notes_and_comments_are_cut_to_their_room():
+    assert ef.short("x" * 200) == "x" * 200 and ef.short("x" * 201) == "x" * 199 + "…"
+    assert ef.short("  first\nsecond") == "first" and ef.short(" \n ") == "" and ef.short("abcd", 3) == "ab…"
+    assert ef._note("n" * 276, 20) == "n" * 276 and ef._note("n" * 277, 20) == "n" * 275 + "…"
+    assert ef._note("n" * 30, 290) == "n" * 19 + "…" and ef._note("n" * 20, 290) == "n" * 20  # never less than 20
+    assert ef._comments("") == ["#"]
+    assert ef._comments("w" * 300) == ["# " + "w" * 298, "# ww"]  # a long word is broken too
+    assert ef._comments(("word " * 70).strip()) == ["# " + ("word " * 59).strip(), "# " + ("word " * 11).strip()]
+
+
+def test_a_tier_rule_line_names_its_reason_and_observations_only_when_it_has_them():
+    from ort_gpu_matrix.config.model import TierRule
+    obs = (Observation("c1", "1.32.0", "2026-12-01"),)
+    assert ef._tier_rule(TierRule("t::a", ("MATH", "X"))) == '    { test = "t::a", only = ["MATH", "X"] },'
+    assert ef._tier_rule(TierRule("t::a", ("MATH",), "why", obs)) == (
+        '    { test = "t::a", only = ["MATH"], reason = "why", observed = [{ cell = "c1", ort = "1.32.0", '
+        'date = "2026-12-01" }] },')
