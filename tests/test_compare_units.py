@@ -290,3 +290,23 @@ def test_a_hand_made_record_without_a_count_compares_it_as_absent(tmp_path):
     assert [c.to_dict() for c in got.regressions] == [ch("count", "passed", 2, None)]
     assert [c.line() for c in got.regressions] == ["count: c1 normal passed: 2 -> (none)"]
     assert compare(hand, full).to_dict() == EMPTY  # no count before: nothing to drop from
+
+
+def test_a_known_flaky_test_within_its_set_changes_nothing_and_outside_it_is_a_regression():
+    flaky_set = {"outcomes": ["failed", "passed"], "tiers": ["MATH"]}
+    sets = {"t::fl": flaky_set, "t::fl2": flaky_set, "t::nw": flaky_set, "t::was": flaky_set,
+            "t::out": {"outcomes": ["passed"], "tiers": []}}
+    b = rec({"t::fl": "passed MATH", "t::fl2": "passed", "t::out": "passed", "t::ok": "passed", "t::was": "skipped",
+             "t::x": "skipped"}, counts={"collected": 6, "passed": 4}, library={})
+    a = rec({"t::fl": "failed", "t::fl2": "passed MATH", "t::out": "failed", "t::ok": "passed", "t::was": "failed",
+             "t::nw": "failed", "t::x": "skipped"}, counts={"collected": 5, "passed": 2}, library={})
+    got = compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "normal"): sets}).to_dict()
+    assert got == {**EMPTY, "regressions": [
+        ch("test", "t::out", "passed", "failed"), ch("test", "t::was", "skipped", "failed"),
+        ch("count", "collected", 6, 5), ch("count", "passed", 4, 2)]}
+    plain = compare(base({C: {"normal": b}}), base({C: {"normal": a}})).to_dict()  # no sets: every change counts
+    assert [(c["kind"], c["test"]) for c in plain["regressions"]] == [
+        ("test", "t::fl"), ("test", "t::nw"), ("test", "t::out"), ("test", "t::was"), ("tier", "t::fl"),
+        ("tier", "t::fl2"), ("count", "collected"), ("count", "passed")]
+    other = compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "teeth"): sets}).to_dict()
+    assert other == plain  # the sets of another mode do not apply
