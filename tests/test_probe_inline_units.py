@@ -18,7 +18,11 @@ import os
 import pytest
 from tinyort import session, feed
 
+session(b"MATH").run(None, feed())  # at collection, outside any test
+
 def test_cudnn():
+    with open(os.environ["ORT_MATRIX_PROGRESS"]) as f:  # a line a test: the engine reads it while tests run
+        assert f.read().splitlines()[-1] == "start\ttest_inline.py::test_cudnn"
     s = session()
     s.run(None, feed())
     s.run(None, feed())
@@ -58,12 +62,15 @@ def test_left_out():
     assert {k.split("::")[1]: (v["outcome"], v["sdpa"]) for k, v in data["tests"].items()} == {
         "test_cudnn": ("passed", ["CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"]), "test_math": ("passed", ["MATH"]),
         "test_cpu_only": ("passed", []), "test_fails": ("failed", [])}
-    assert data["unattributed_sdpa"] == ["MATH"] and data["outside_tests_sdpa"] == []
+    assert data["unattributed_sdpa"] == ["MATH"] and data["outside_tests_sdpa"] == ["MATH"]
     assert data["collected"] == {"controller": 4} and data["exitstatus"] == 1
     assert [a["process"] for a in data["audits"]] == ["controller"]
     assert data["provenance"]["ort_imported_version"] == onnxruntime.__version__
     assert data["report_version"] and data["isolation"] in ("restore", "report", "off")
     assert set(data["timings"]) == {"controller"} and data["duration_s"] >= 0
+    marks = data["timings"]["controller"]
+    assert {"configured", "collection_start", "collected", "first_test_start", "first_test_end", "last_test_end",
+            "finished"} <= set(marks) and marks["configured"] <= marks["collected"] <= marks["finished"]
     lines = progress.read_text().splitlines()
     assert lines[0] == "collected\t4" and lines[1:3] == ["start\ttest_inline.py::test_cudnn", "end\ttest_inline.py::test_cudnn"]
     assert len(lines) == 9
