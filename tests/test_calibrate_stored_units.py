@@ -18,7 +18,7 @@ from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.pollution import Pollution, StateChange
 from ort_gpu_matrix.results import CellInfo, Provenance, load
-from ort_gpu_matrix.verdicts import Counts, Status, TeethCoverage
+from ort_gpu_matrix.verdicts import Counts, Dispatch, Status, TeethCoverage
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 CELL = "gpu-3.11-x"
@@ -35,18 +35,19 @@ class Stored:
         self.results.mkdir()
 
     def store(self, mode: str, tests: dict[str, dict], suite: str = "s", report: bool | str = True, run_id: str = "r1",
-              **kw) -> Path:
-        session = f"{CELL}-{mode}"
-        path = self.results / "runs" / session / run_id / "report.json"
+              cell: str = CELL, into: Path | None = None, **kw) -> Path:
+        session = f"{cell}-{mode}"
+        into = into or self.results
+        path = into / "runs" / session / run_id / "report.json"
         if report is True:
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps({"tests": tests}))
         outcomes = {n: t["outcome"] for n, t in tests.items()}
         passed = sum(o == "passed" for o in outcomes.values())
-        r = result(mode, outcomes, session=session, cell=CellInfo(CELL, "3.11", "cpu", "none", "x", suite),
+        r = result(mode, outcomes, session=session, cell=CellInfo(cell, "3.11", "cpu", "none", "x", suite),
                    report=str(path) if report is True else report or None, run_id=run_id,
                    provenance=Provenance(ort={"version": "1.32.0"}), counts=Counts(len(outcomes), passed), **kw)
-        (self.results / f"{session}.json").write_text(json.dumps(r.to_dict()))
+        (into / f"{session}.json").write_text(json.dumps(r.to_dict()))
         return path
 
     def calibrate(self, **kw) -> cal.Outcome:
@@ -270,3 +271,69 @@ def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwis
     with pytest.raises(cal.CalibrateError) as err:
         cal.run(s.matrix, cells[1:], True, said.append, print, print, 2)
     assert str(err.value) == f"{CELL} did not run: uv failed"
+
+
+TWO_CELLS = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]').replace('pythons = ["', 'pythons = ["3.99", "').replace(
+    "include = [{", 'include = [{ python = "3.99", ort = "cpu", torch = "none", libs = "x" }, {')
+
+
+def test_read_takes_the_chosen_cells_in_mode_order_from_every_dir(tmp_path):
+    s = Stored(tmp_path, TWO_CELLS)
+    other = tmp_path / "other"
+    other.mkdir()
+    s.store("teeth", TEETH, cell="gpu-3.99-x")
+    s.store("normal", NORMAL, cell="gpu-3.99-x", into=other)
+    s.store("normal", NORMAL)  # gpu-3.11-x: not chosen
+    chosen = [c for c in cells_of(s.matrix) if c.name == "gpu-3.99-x"]
+    said: list[str] = []
+    got = cal.read(chosen, [s.results, other], said.append)
+    assert [(x.cell.name, x.mode) for x in got] == [("gpu-3.99-x", "normal"), ("gpu-3.99-x", "teeth")] and said == []
+    assert cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], said.append) == []
+    assert said == [f"no result: {CELL} has no usable result in {other}"]
+    said.clear()
+    cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], said.append)
+    assert said == [f"no result: {CELL} has no usable result in {other}, {other}"]
+
+
+def test_a_result_of_another_suite_leaves_the_next_result_read(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL, suite="other")
+    s.store("teeth", TEETH)
+    said: list[str] = []
+    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    assert [x.mode for x in got] == ["teeth"]
+    assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s"]
+
+
+def test_a_report_outside_the_results_dir_is_read_where_the_result_says(tmp_path):
+    s = Stored(tmp_path)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"tests": {"t::ok": {"outcome": "passed"}}}))
+    s.store("normal", {"t::ok": {"outcome": "passed"}}, report=str(elsewhere))
+    (seen,) = cal.read(cells_of(s.matrix), [s.results], print)
+    assert [t.nodeid for t in seen.tests] == ["t::ok"]
+
+
+def test_two_suites_cannot_share_one_write_target_and_parents_are_made(tmp_path):
+    s = Stored(tmp_path)
+    suite = s.matrix.suites["s"]
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.targets(s.matrix, {"s": suite, "b": suite}, tmp_path / "x.toml", False)
+    assert str(err.value).startswith("--write names one file, but the cells chosen run 2 suites (b, s)")
+    deep = tmp_path / "new" / "deeper" / "s.toml"
+    cal._write(s.matrix, suite, deep, "[expect.normal]\nmin_passed = 2\n")
+    assert deep.read_text() == "[expect.normal]\nmin_passed = 2\n"
+
+
+def test_still_failing_judges_teeth_with_require_cudnns_census_and_keeps_what_nothing_accepts(tmp_path):
+    s = Stored(tmp_path, BASE.replace('modes = ["normal"]', 'modes = ["normal", "require_cudnn", "teeth"]'))
+    toothless = (f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim message "
+                 "when MATH was forced: t::tl")
+    s.store("normal", {"t::f": {"outcome": "failed", "message": "E"}}, verdict=Status.FAIL)
+    s.store("require_cudnn", {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::tl": {"outcome": "passed", "sdpa": [CUDNN]}},
+            dispatch=Dispatch({"t::ok": [CUDNN], "t::tl": [CUDNN]}))
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}, "t::tl": {"outcome": "passed"}},
+            verdict=Status.FAIL, reasons=[toothless])
+    out = s.calibrate()
+    still = [line for line in out.lines if line.startswith("still failing")]
+    assert still == [f"still failing after calibration: {CELL}-normal: nothing passed"]

@@ -255,3 +255,63 @@ def test_tiers_and_known_flaky_the_matrix_sets_are_not_written():
     c, said = calib(runs, inline={"teeth": {"tiers", "known_flaky"}})  # another mode's keys: this one writes its own
     t = c.table("normal")
     assert [r.test for r in t.tiers] == ["^t::a(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$"] and [r.test for r in t.flaky] == ["^t::fl$"]
+
+
+def test_an_exact_canary_failure_outside_teeth_is_refused_by_name():
+    s = seen("c1", "normal", [T("t::c", "failed", TEETH_MESSAGE, ()), T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
+    said: list[str] = []
+    assert cal.failures(s, cal._canaries(s.cell.suite), said.append) == []
+    assert said == [f"refused: c1-normal t::{n} failed with the canary's message ({m!r}: a test that asked for cuDNN "
+                    "and got another tier); a known failure would hide the dispatch change the canary exists to catch"
+                    for n, m in (("c", TEETH_MESSAGE), ("n", f"x {TEETH_MESSAGE}"))]
+    t = seen("c1", "teeth", [T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
+    said.clear()
+    cal.failures(t, cal._canaries(t.cell.suite), said.append)
+    assert said == [f"refused: c1-teeth t::n failed with the canary's message ({'x ' + TEETH_MESSAGE!r}: with MATH "
+                    "forced, holding but not exactly the canary's message); a known failure would hide the dispatch "
+                    "change the canary exists to catch"]
+
+
+def test_a_skip_note_counts_the_most_of_any_one_run_of_a_cell():
+    from dataclasses import replace
+    r1 = seen("c1", "normal", [T(f"t::s{i}", "skipped", "x", ()) for i in range(3)])
+    r2 = replace(seen("c1", "normal", [T("t::s0", "skipped", "x", ())]), round=1)
+    items = [cal.Item("x", "", r) for r in (r1, r1, r1, r2)]
+    assert cal._skip_note(items) == "c1: 3 test(s)"
+    assert cal._least([("c1", 3), ("c1", 5), ("c2", 4)]) == {"c1": 3, "c2": 4}  # type: ignore[arg-type]
+
+
+def test_old_rules_observed_only_where_calibrated_are_refreshed_or_dropped():
+    old_obs = (Observation("c1", "1.31.0", "2026-01-01"),)
+    old = suite(normal={"known_failures": (Rule("t::f", "r", old_obs), Rule("t::gone", "g", old_obs)), "min_passed": 0})
+    r1 = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "boom", ())], s=old)
+    keys = {"normal": {"known_failures"}}
+    c, said = calib([r1], old=keys, cells={"normal": {"c1", "c2"}})  # c2 not calibrated
+    assert c.table("normal").rules["known_failures"] == [Rule("t::f", "r", (OBS1,))]  # seen again today: refreshed
+    assert said == ["dropped stale rule: normal known_failures 't::gone' (g): it matched nothing in c1"]
+    c, said = calib([r1], old=keys, cells={"normal": {"c1"}}, keep=True)
+    assert c.table("normal").rules["known_failures"] == [Rule("t::f", "r", (OBS1,)), Rule("t::gone", "g", old_obs)]
+    c, _ = calib([r1], old={}, cells={"normal": {"c1", "c2"}})  # min_passed = 0 is not the old file's: not read
+    assert c.table("normal").counts == [Count("min_passed", 1, "seen: c1 1")]
+    assert c._complete("teeth") and not calib([r1], cells={"normal": {"c1", "c2"}})[0]._complete("normal")
+
+
+def test_what_a_matrix_key_misses_is_listed_whole():
+    s = suite(normal={"allowed_skips": ("GPU",)})
+    r = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "x", ()), T("t::g", "failed", "y", ()),
+                              T("t::s", "skipped", "no GPU here", ()), T("t::t", "skipped", "no cuDNN", ())], s=s)
+    c, said = calib([r], inline={"normal": {"known_failures", "allowed_skips"}})
+    c.table("normal")
+    head = "[suite.s.expect.normal] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: normal allowed_skips: {head}; today it does not accept: no cuDNN",
+                    f"not written: normal known_failures: {head}; today it does not accept: t::f; t::g"]
+
+
+def test_the_header_names_every_cell_seen():
+    runs = [seen("c2", "normal", [], ort="1.31.0", started="2026-11-30T01"), seen("c1", "normal", []),
+            seen("c1", "teeth", [])]
+    assert cal._header(runs[0].cell.suite, runs, "e/s.toml") == [
+        "Expectations of [suite.s] that accept the outcome below, written by `nox -s calibrate`.",
+        "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
+        "Seen in: c1 (onnxruntime 1.32.0, 2026-12-01); c2 (onnxruntime 1.31.0, 2026-11-30)",
+        'Loaded with expect_file = "e/s.toml" on [suite.s]; a key set here may not be set there too.']
