@@ -321,3 +321,14 @@ def test_the_version_skew_warning_reads_the_wheel_the_tests_imported():
     assert skew_warning({"provenance": {"ort": None}}, src) is None  # type: ignore[arg-type]
     assert skew_warning({"provenance": {"ort": ort}}, None) is None  # type: ignore[arg-type]
     assert skew_warning(None, src) is None and skew_warning({"tests": {}}, src) is None  # type: ignore[arg-type]
+
+
+def test_teeth_judges_a_known_flaky_test_by_its_rule_alone():
+    from ort_gpu_matrix.config.model import FlakyRule
+    e = TeethExpect(known_flaky=(FlakyRule("t::fl", ("failed",), (MATH,), "r"), FlakyRule("t::none", ("passed",), (), "r")))
+    f = judged(e, [BITE, T("t::fl", "passed", "", ())], judge=judge_teeth)
+    assert f.reasons == ["1 known-flaky test(s) did what their rule does not list: t::fl passed (no tier): known_flaky "
+                         f"lists failed ({MATH})"]
+    assert f.stale == [StaleRule("known_flaky", "t::none", "r", GONE, (), "")]
+    ok = judged(e, [BITE, T("t::fl", "failed", "boom", (MATH,))], judge=judge_teeth)
+    assert ok.reasons == []  # a flaky failure within its set is no failure other than the canary's
