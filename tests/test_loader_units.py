@@ -95,3 +95,39 @@ def test_suite_expect_merges_the_file_under_the_matrix_tables_and_names_every_pr
         suite_expect(bad, "s", None)
     assert [str(p).split("\n")[0] for p in err.value.problems] == [
         f"{bad}: suite.s.expect.normal.min_passed: must be a whole number >= 0, found -1"]
+
+
+def _problems(tmp_path, text):
+    matrix = _matrix(tmp_path, text)
+    try:
+        load_matrix(matrix)
+    except MatrixError as err:
+        return [str(p).replace(str(tmp_path), "{tmp}") for p in err.problems]
+    return []
+
+
+@pytest.mark.parametrize("edit, want", [
+    (lambda b: b.replace("[suite.s]\n", '[suite.s]\nteeth_scope = "cudn"\n'),
+     ["suite.s.teeth_scope: 'cudn' is not a teeth scope (did you mean `cudnn`?)\n    fix: use one of: all, cudnn"]),
+    (lambda b: b.replace("[suite.s]\n", '[suite.s]\nteeth_scope = "zzzz"\n'),
+     ["suite.s.teeth_scope: 'zzzz' is not a teeth scope\n    fix: use one of: all, cudnn"]),
+    (lambda b: b.replace("[suite.s]\n", '[suite.s]\nisolation = "restor"\n'),
+     ["suite.s.isolation: 'restor' is not an isolation (did you mean `restore`?)\n    fix: use one of: restore, report, off"]),
+    (lambda b: b.replace("[suite.s]\n", '[suite.s]\nisolation = "qqqq"\n'),
+     ["suite.s.isolation: 'qqqq' is not an isolation\n    fix: use one of: restore, report, off"]),
+    (lambda b: "[ort.cpu]" + b.split("[ort.cpu]")[1],  # no [matrix] table at all
+     ['pairing.include[0].suite: the pairing has no suite\n    fix: set [matrix] suite = "<id>" or give the entry suite = "<id>"']),
+    (lambda b: b.replace("skip = true", "skip = true\nenvironment = false"),  # false is a flag's only for a flag
+     ['torch.none.environment: must be a string, found False\n    fix: write environment = "..."',
+      "torch.none: needs exactly one of requirement, environment, skip (found environment, skip)\n    fix: keep one of: "
+      "requirement, environment, skip"]),
+    (lambda b: b + '\n[suite.s.expect.normal]\nknown_flaky = [{ test = "t", outcomes = ["qqq"], tiers = ["math", "MATH"], '
+                   'reason = "r" }]\n',
+     ["suite.s.expect.normal.known_flaky[0].outcomes[0]: `qqq` is not a pytest outcome\n    fix: use some of: passed, "
+      "failed, skipped, error, xfailed, xpassed",
+      'suite.s.expect.normal.known_flaky[0].tiers[0]: `math` is not an SdpaKernel tier name\n    fix: write tiers as ORT '
+      'prints them, e.g. ["EFFICIENT_ATTENTION", "FLASH_ATTENTION"]']),
+], ids=["teeth_scope near", "teeth_scope far", "isolation near", "isolation far", "no matrix table", "false environment",
+        "known_flaky outcome and tier"])
+def test_more_bad_values_get_their_exact_problems(tmp_path, edit, want):
+    assert _problems(tmp_path, edit(_fill(BASE, tmp_path))) == [f"{{tmp}}/matrix.toml: {w}" for w in want]
