@@ -131,3 +131,28 @@ def _problems(tmp_path, text):
         "known_flaky outcome and tier"])
 def test_more_bad_values_get_their_exact_problems(tmp_path, edit, want):
     assert _problems(tmp_path, edit(_fill(BASE, tmp_path))) == [f"{{tmp}}/matrix.toml: {w}" for w in want]
+
+
+def test_every_way_reading_the_toml_fails_names_the_file_and_the_fix(tmp_path):
+    from ort_gpu_matrix.config.loader import read_toml
+    (tmp_path / "d").mkdir()
+    (tmp_path / "latin.toml").write_bytes(b'a = 1\nb = "\xe9"\n')
+    (tmp_path / "bad.toml").write_text("a = \n")
+    (tmp_path / "dup.toml").write_text("[x]\na = 1\na = 2\n")
+    (tmp_path / "good.toml").write_text('a = "é"\n')
+    got = {}
+    for name in ("missing.toml", "d", "latin.toml", "bad.toml", "dup.toml"):
+        with pytest.raises(MatrixError) as err:
+            read_toml(tmp_path / name)
+        got[name] = [str(p).replace(str(tmp_path), "{tmp}") for p in err.value.problems]
+    assert got == {
+        "missing.toml": ["{tmp}/missing.toml: (file): does not exist\n    fix: create it, or point MATRIX_TOML at your "
+                         "matrix file"],
+        "d": ["{tmp}/d: (file): is a directory, not a file\n    fix: point MATRIX_TOML at the .toml file itself, e.g. "
+              "{tmp}/d/matrix.toml"],
+        "latin.toml": ["{tmp}/latin.toml: (file): is not UTF-8 text (byte 0xe9 on line 2)\n    fix: save it as UTF-8, as "
+                       "TOML requires"],
+        "bad.toml": ["{tmp}/bad.toml: (syntax): is not valid TOML: Invalid value (at line 1, column 5)\n    fix: fix the "
+                     "TOML syntax at that line"],
+        "dup.toml": ["{tmp}/dup.toml: x.a: is set twice (lines 2 and 3)\n    fix: keep one of the two lines"]}
+    assert read_toml(tmp_path / "good.toml") == {"a": "é"}
