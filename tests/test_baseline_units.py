@@ -3,6 +3,8 @@ library and provenance summaries, without the nox run that tests/test_sweep.py m
 tests to baseline.py's ModeRecord.of, Baseline.of and the two summaries."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from unitkit import result
 
@@ -92,3 +94,22 @@ def test_a_baseline_that_cannot_be_written_says_why(tmp_path):
     with pytest.raises(BaselineError) as err:
         Baseline({}, "n", "t").save(tmp_path / "dir.json")
     assert str(err.value) == f"{tmp_path / 'dir.json'}: cannot be written (Is a directory)"
+
+
+def test_a_baseline_of_the_wrong_shape_is_refused_whole_and_a_bare_one_reads(tmp_path):
+    def load(data):
+        p = tmp_path / "b.json"
+        p.write_text(json.dumps(data))
+        return Baseline.load(p)
+
+    mode = {"verdict": "pass", "counts": {}, "tests": {}}
+    with pytest.raises(BaselineError) as err:
+        load({"baseline_version": 1, "cells": {"c": {"normal": {**mode, "tests": ["t::a"]}}}})
+    assert "is not a well-formed baseline: cells.c.normal.tests: " in str(err.value)
+    three = {"t::a": "won", "t::b": "won", "t::c": "won"}
+    with pytest.raises(BaselineError) as err:
+        load({"baseline_version": 1, "cells": {"c": {"normal": {**mode, "tests": three}}}})
+    assert str(err.value).endswith("cells.c.normal.tests.t::c: 'won' is not an outcome (passed, failed, skipped, error, "
+                                   "xfailed, xpassed); re-save it with `nox -s sweep -- --save-baseline NAME`")
+    bare = load({"baseline_version": 1, "cells": {"c": {"normal": mode}}})
+    assert (bare.name, bare.created) == ("", "") and bare.cells["c"]["normal"].tests == {}

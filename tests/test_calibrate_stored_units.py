@@ -337,3 +337,20 @@ def test_still_failing_judges_teeth_with_require_cudnns_census_and_keeps_what_no
     out = s.calibrate()
     still = [line for line in out.lines if line.startswith("still failing")]
     assert still == [f"still failing after calibration: {CELL}-normal: nothing passed"]
+
+
+def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tmp_path, monkeypatch):
+    text = TWO_CELLS + "\n[suite.s.expect.normal]\nmin_passed = 1\n"
+    s = Stored(tmp_path, text)
+    s.store("normal", NORMAL, cell="gpu-3.99-x")
+    (tmp_path / "mine.toml").write_text("# someone's\n")
+    out = cal.calibrate(s.matrix, ["gpu-3.99-x"], write=tmp_path / "mine.toml", from_dirs=[s.results], force=True)
+    assert out.written == {"s": tmp_path / "mine.toml"}
+    assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
+                            "is set in one file only)")
+    assert "min_passed" not in (tmp_path / "mine.toml").read_text()
+    monkeypatch.setattr(cal, "run_cell", lambda *a, **k: [])
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
+    assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
+                              "are above)")

@@ -310,3 +310,12 @@ def test_a_known_flaky_test_within_its_set_changes_nothing_and_outside_it_is_a_r
         ("tier", "t::fl2"), ("count", "collected"), ("count", "passed")]
     other = compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "teeth"): sets}).to_dict()
     assert other == plain  # the sets of another mode do not apply
+
+
+def test_a_mode_whose_isolation_differs_is_noted_and_never_fails():
+    b = ModeRecord("pass", {"collected": 1, "passed": 1}, {"t::a": Line("passed")}, None, {}, {}, "all", "off")
+    a = ModeRecord("pass", {"collected": 1, "passed": 1}, {"t::a": Line("passed")}, None, {}, {}, "all", "restore")
+    got = compare(base({C: {"normal": b}}), base({C: {"normal": a}}))
+    assert got.to_dict() == {**EMPTY, "notes": [ch("isolation", None, "off", "restore")]}
+    assert [c.line() for c in got.notes] == ["isolation: c1 normal: off -> restore"]
+    assert compare(base({C: {"normal": a}}), base({C: {"normal": a}})).to_dict() == EMPTY
