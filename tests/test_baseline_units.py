@@ -113,3 +113,9 @@ def test_a_baseline_of_the_wrong_shape_is_refused_whole_and_a_bare_one_reads(tmp
                                    "xfailed, xpassed); re-save it with `nox -s sweep -- --save-baseline NAME`")
     bare = load({"baseline_version": 1, "cells": {"c": {"normal": mode}}})
     assert (bare.name, bare.created) == ("", "") and bare.cells["c"]["normal"].tests == {}
+
+
+def test_a_reruns_field_holds_one_whole_number():
+    with pytest.raises(ValueError, match="reruns= must be given once, as a whole number"):
+        Line.decode("passed reruns=1=2")
+    assert Line.decode("passed MATH reruns=12") == Line("passed", (MATH,), 12)

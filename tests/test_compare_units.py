@@ -319,3 +319,24 @@ def test_a_mode_whose_isolation_differs_is_noted_and_never_fails():
     assert got.to_dict() == {**EMPTY, "notes": [ch("isolation", None, "off", "restore")]}
     assert [c.line() for c in got.notes] == ["isolation: c1 normal: off -> restore"]
     assert compare(base({C: {"normal": a}}), base({C: {"normal": a}})).to_dict() == EMPTY
+
+
+def test_a_pass_lost_within_a_known_flaky_set_is_no_drop_in_passed():
+    sets = {"t::fl": {"outcomes": ["failed", "passed"], "tiers": []}}
+    b = rec({"t::fl": "passed", "t::ok": "passed"}, counts={"collected": 2, "passed": 2}, library={})
+    a = rec({"t::fl": "failed", "t::ok": "passed"}, counts={"collected": 2, "passed": 1}, library={})
+    assert compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "normal"): sets}).to_dict() == EMPTY
+    gone = rec({"t::ok": "passed"}, counts={"collected": 1, "passed": 1}, library={})  # the flaky test did not run
+    assert [c["test"] for c in compare(base({C: {"normal": b}}), base({C: {"normal": gone}}),
+                                       flaky={(C, "normal"): sets}).to_dict()["regressions"]] == ["t::fl", "collected",
+                                                                                                  "passed"]
+
+
+def test_a_missing_after_count_is_a_drop_even_from_one_and_in_a_scoped_teeth():
+    b = rec({}, counts={"collected": 1, "passed": 1}, library={})
+    a = rec({}, counts={}, library={})
+    assert [c.line() for c in compare(base({C: {"normal": b}}), base({C: {"normal": a}})).regressions] == [
+        "count: c1 normal collected: 1 -> (none)", "count: c1 normal passed: 1 -> (none)"]
+    scoped = rec({}, counts={}, library={}, scope="cudnn")
+    assert [c.line() for c in compare(base({C: {"teeth": b}}), base({C: {"teeth": scoped}})).regressions] == [
+        "count: c1 teeth collected: 1 -> (none)", "count: c1 teeth passed: 1 -> (none)"]

@@ -169,3 +169,9 @@ def test_the_verdict_carries_every_part_the_report_gives():
     assert v.counts == Counts(2, 1, 1) and v.libraries.audits == rep["audits"]
     assert v.tier_breaks == [tierrules.Break(rule, "t::a", ("CUDNN_FLASH_ATTENTION",))]
     assert v.known_flaky == {"t::fl": {"outcomes": ["failed", "passed"], "tiers": []}}
+
+
+def test_without_a_collected_count_the_reports_tests_are_counted():
+    rep = {"tests": PASSING, "exitstatus": 0, "audits": []}
+    v = judge(judge_counts, PassExpect(), ev(rep, junit=JunitCounts(0, 0, 0)), (), "/venv")
+    assert v.counts.collected == 2 and v.counts.passed == 2

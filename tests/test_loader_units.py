@@ -156,3 +156,20 @@ def test_every_way_reading_the_toml_fails_names_the_file_and_the_fix(tmp_path):
                      "TOML syntax at that line"],
         "dup.toml": ["{tmp}/dup.toml: x.a: is set twice (lines 2 and 3)\n    fix: keep one of the two lines"]}
     assert read_toml(tmp_path / "good.toml") == {"a": "é"}
+
+
+def test_values_are_shown_in_backticks_unless_they_need_quoting():
+    from ort_gpu_matrix.config.reader import shown
+    assert shown("abc") == "`abc`" and shown("a`b") == "'a`b'" and shown("a\nb") == "'a\\nb'" and shown("") == "''"
+
+
+def test_suite_expect_of_a_matrix_without_suites_and_with_an_unknown_mode(tmp_path):
+    from ort_gpu_matrix.config.loader import suite_expect
+    bare = tmp_path / "bare.toml"
+    bare.write_text("[matrix]\n")
+    assert suite_expect(bare, "s", None)["normal"].min_passed == 1  # type: ignore[union-attr]
+    odd = tmp_path / "odd.toml"
+    odd.write_text("[suite.s.expect.bogus]\nx = 1\n")
+    with pytest.raises(MatrixError) as err:
+        suite_expect(odd, "s", None)
+    assert [str(p).split("\n")[0].split(": ")[1] for p in err.value.problems] == ["suite.s.expect.bogus"]

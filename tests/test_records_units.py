@@ -222,3 +222,38 @@ def test_a_tier_rule_line_names_its_reason_and_observations_only_when_it_has_the
     assert ef._tier_rule(TierRule("t::a", ("MATH",), "why", obs)) == (
         '    { test = "t::a", only = ["MATH"], reason = "why", observed = [{ cell = "c1", ort = "1.32.0", '
         'date = "2026-12-01" }] },')
+
+
+def test_a_list_that_does_not_fit_its_room_is_one_item_a_line():
+    one = '["aaaaaaaaaa", "bbbbbbbbbb"]'
+    assert ef.value(("a" * 10, "b" * 10), len(one)) == one
+    assert ef.value(("a" * 10, "b" * 10), len(one) - 1) == '[\n    "aaaaaaaaaa",\n    "bbbbbbbbbb",\n]'
+    long = "w " * 160  # 320 characters: continued inside the list
+    got = ef.value((long.strip(),), 10)
+    assert got.startswith('[\n    """\\\n    w w') and got.endswith('"""' + ",\n]")
+    assert tomllib.loads(f"k = {got}")["k"] == [long.strip()]
+    name_room = ef.LINE - len("tiers") - 3
+    fits = tuple(["X" * (name_room - 4)])  # ["X...X"] is exactly the room
+    assert ef._field("tiers", fits) == [f'tiers = ["{fits[0]}"]']
+    assert ef._field("tiers", (fits[0] + "X",)) == ["tiers = [", f'    "{fits[0]}X",', "]"]
+    assert ef._field("reason", "") == ['reason = ""']
+
+
+def test_render_keeps_lines_within_the_limit_and_every_required_field():
+    from ort_gpu_matrix.config.model import TierRule
+    kept = ef.ModeTable("normal", kept={"forbid_kernels": tuple("K" * 40 for _ in range(8))},
+                        counts=[ef.Count("min_passed", 1, "n" * 400)], skips=[ef.Skip("s" * 310, "c1: 1 test(s)")],
+                        tiers=[TierRule("t" * 300, ("MATH",))])
+    text = ef.render(["h"], [kept])
+    assert max(len(line) for line in text.splitlines()) <= ef.LINE
+    lines = text.splitlines()
+    assert lines[3:5] == ["forbid_kernels = [", f'    "{"K" * 40}",']
+    assert lines[13] == "min_passed = 1  # " + "n" * 275 + "…"
+    assert ef.render([""], []) == "#\n"
+    table = text.split("[[expect.normal.tiers]]\n", 1)[1]
+    assert table.endswith('\nonly = ["MATH"]\nreason = ""\n') and table.startswith('test = """\\\n' + "t" * 100)
+    data = tomllib.loads(text)["expect"]["normal"]
+    assert data["allowed_skips"] == ["s" * 310] and data["tiers"] == [{"test": "t" * 300, "only": ["MATH"], "reason": ""}]
+    exact = ef.ModeTable("normal", rules={"known_failures": [Rule("x" * (ef.LINE - 32), "r")]})
+    assert len(ef._rule(exact.rules["known_failures"][0])) == ef.LINE
+    assert "known_failures = [" in ef.render([], [exact])  # a line of exactly LINE characters stays inline

@@ -332,3 +332,16 @@ def test_teeth_judges_a_known_flaky_test_by_its_rule_alone():
     assert f.stale == [StaleRule("known_flaky", "t::none", "r", GONE, (), "")]
     ok = judged(e, [BITE, T("t::fl", "failed", "boom", (MATH,))], judge=judge_teeth)
     assert ok.reasons == []  # a flaky failure within its set is no failure other than the canary's
+
+
+def test_a_known_flaky_failure_outside_its_set_is_judged_by_its_rule_alone():
+    from ort_gpu_matrix.config.model import FlakyRule
+    e = PassExpect(known_flaky=(FlakyRule("t::fl", ("passed",), (), "r"),))
+    f = judged(e, [T("t::ok", "passed", "", ()), T("t::fl", "failed", "boom", ())])
+    assert f.reasons == ["1 known-flaky test(s) did what their rule does not list: t::fl failed (no tier): known_flaky "
+                         "lists passed (no tier)"]
+
+
+def test_a_stale_known_failure_in_teeth_lists_what_its_tests_did():
+    f = judged(TeethExpect(known_failures=(rule("t::p"),)), [BITE, T("t::p", "passed", "", ())], judge=judge_teeth)
+    assert f.stale == [StaleRule("known_failures", "t::p", "why", "no longer fails", (), "t::p (passed)")]
