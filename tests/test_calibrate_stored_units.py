@@ -354,3 +354,26 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
         cal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
     assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
                               "are above)")
+
+
+def test_calibrate_refuses_a_file_it_would_replace_unread_and_merges_the_matrix_rules_when_it_judges(tmp_path):
+    text = TWO_CELLS + '\n[suite.s.expect.normal]\nknown_failures = [{ test = "^t::f$", reason = "inline" }]\n'
+    s = Stored(tmp_path, text)
+    s.store("normal", NORMAL, verdict=Status.FAIL)
+    (tmp_path / "expect").mkdir()
+    (tmp_path / "expect" / "s.toml").write_text("# not the suite's own file\n")
+    with pytest.raises(cal.CalibrateError, match="exists and is not the expect file of"):
+        s.calibrate()
+    out = s.calibrate(force=True)
+    assert not [line for line in out.lines if line.startswith("still failing")]  # the matrix's rule accepts t::f
+    assert ("kept stale rule" not in " ".join(out.lines)) and any(
+        line.startswith("not written: normal known_failures") for line in out.lines)
+
+
+def test_a_suites_own_file_that_is_empty_is_calibrated_over(tmp_path):
+    own = BASE.replace('pythonpath = [".."]', 'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    s = Stored(tmp_path, own)
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    assert s.calibrate().written == {"s": tmp_path / "e" / "s.toml"}

@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 
 from ort_gpu_matrix import calibrate as cal
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.expectfile import Count, Skip
+from ort_gpu_matrix.expectfile import Count, ModeTable, Skip
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.verdicts import Dispatch, TeethCoverage
 from ort_gpu_matrix.verdicts import TestResult as T
@@ -315,3 +315,40 @@ def test_the_header_names_every_cell_seen():
         "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
         "Seen in: c1 (onnxruntime 1.32.0, 2026-12-01); c2 (onnxruntime 1.31.0, 2026-11-30)",
         'Loaded with expect_file = "e/s.toml" on [suite.s]; a key set here may not be set there too.']
+
+
+def test_old_tier_flaky_and_toothless_rules_are_read_from_the_old_file_only():
+    from dataclasses import replace
+
+    from ort_gpu_matrix.config.model import FlakyRule, TierRule
+    obs0 = (Observation("c0", "1.0", "2026-01-01"),)
+    old = suite(normal={"tiers": (TierRule("t::a", (CUDNN,), "kept", obs0),),
+                        "known_flaky": (FlakyRule("t::gone", ("passed",), (), "fl", observed=obs0),)},
+                teeth={"known_toothless": (Rule("t::tl", "tl", obs0),), "min_failures": 1})
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,))], s=old),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,))], s=old), round=1),
+            seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", TEETH_MESSAGE, ()),
+                                 T("t::tl", "passed", "", ())], s=old,
+                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=2, toothless=1, declared_toothless=["t::tl"],
+                                   bitten_tests=["t::a", "t::b"]))]
+    keys = {"normal": {"tiers", "known_flaky"}, "teeth": {"known_toothless", "min_failures"}}
+    c, said = calib(runs, old=keys, cells={"normal": {"c1", "c2"}, "teeth": {"c1", "c2"}})
+    t = c.table("normal")
+    assert [(r.test, r.reason) for r in t.tiers] == [("t::a", "kept")] and t.flaky == []
+    assert said == ["dropped stale rule: normal known_flaky 't::gone' (fl): it matched nothing in c1"]
+    said.clear()
+    teeth = c.table("teeth")
+    assert teeth.counts == [Count("min_failures", 1, "seen: c1 2")]  # the old 1 stays while c2 is not calibrated
+    assert [(r.test, r.reason) for r in teeth.rules["known_toothless"]] == [("t::tl", "tl")]
+    c, said = calib(runs, old=keys, cells={"normal": {"c1"}, "teeth": {"c1"}}, keep=True)
+    assert c.table("normal").flaky == [FlakyRule("t::gone", ("passed",), (), "fl", (), obs0)]
+    assert said == ["kept stale rule: normal known_flaky 't::gone' (fl): it matched nothing in c1 (--keep-stale)"]
+
+
+def test_a_canary_failure_in_a_normal_table_is_refused_and_said():
+    c, said = calib([seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::c", "failed", TEETH_MESSAGE, ())])])
+    assert c.table("normal").rules == {} and said[0].startswith("refused: c1-normal t::c failed with the canary's message")
+
+
+def test_a_summary_of_an_empty_table_says_nothing():
+    assert cal._summary(ModeTable("teeth")) == "teeth: nothing"

@@ -99,3 +99,49 @@ def test_none():
         "test_forced.py::test_two_sessions": (["CUDNN_FLASH_ATTENTION"] * 2, 2, "controller"),
         "test_forced.py::test_none": ([], 0, "controller")}
     assert data["collected"] == {"controller": 2} and data["exitstatus"] == 0
+
+
+def test_collection_errors_pollution_and_the_isolation_asked_for_reach_the_report(pytester, monkeypatch):
+    pytester.makepyfile(tinyort=TINYORT)
+    pytester.makepyfile(test_state='''
+import os
+import time
+from tinyort import session, feed
+
+session(b"MATH", providers=("CPUExecutionProvider",)).run(None, feed())  # at collection, a CPU session only
+
+def test_sets_env():
+    os.environ["ORT_MATRIX_UNIT_X"] = "1"
+
+def test_later():
+    time.sleep(0.01)
+''')
+    pytester.makepyfile(test_broken="raise ImportError('no such module here')\n")
+    report = pytester.path / "report.json"
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+    monkeypatch.setenv("ORT_MATRIX_ISOLATION", "report")
+    for name in ("ORT_MATRIX_PROGRESS", "ORT_MATRIX_KEEP", "ORT_MATRIX_DIGEST_FD", "ORT_MATRIX_CUDA_OPTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("ORT_MATRIX_UNIT_X", raising=False)
+    pytester.inline_run(*PLUGIN, "--continue-on-collection-errors")
+    os.environ.pop("ORT_MATRIX_UNIT_X", None)
+    data = json.loads(report.read_text())
+    assert data["isolation"] == "report"
+    assert [(c["nodeid"], c["outcome"]) for c in data["collection"]] == [("test_broken.py", "error")]
+    assert "no such module here" in data["collection"][0]["message"]
+    (p,) = data["pollution"]
+    assert (p["test"], p["process"], p["changes"]) == ("test_state.py::test_sets_env", "controller",
+                                                       [{"what": "env", "name": "ORT_MATRIX_UNIT_X", "before": None,
+                                                         "after": "1"}])
+    assert data["unattributed_sdpa"] == ["MATH"]  # printed at collection by a CPU session
+    marks = data["timings"]["controller"]
+    assert marks["last_test_end"] > marks["first_test_end"]
+
+
+def test_an_isolation_that_is_none_is_a_usage_error(pytester, monkeypatch):
+    monkeypatch.delenv("ORT_MATRIX_REPORT", raising=False)
+    monkeypatch.setenv("ORT_MATRIX_ISOLATION", "bogus")
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    result = pytester.runpytest_inprocess(*PLUGIN)
+    assert result.ret != 0
+    assert "ort_matrix_probe: " in result.stderr.str() and "bogus" in result.stderr.str()
