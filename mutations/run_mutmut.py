@@ -1,6 +1,6 @@
 """Mutation testing of the decision code with mutmut 3 (issue 26): one command, a score per module.
 
-    python3 mutations/run_mutmut.py                  # every module of [tool.mutmut] only_mutate (about 15 min alone)
+    python3 mutations/run_mutmut.py                  # every module of [tool.mutmut] only_mutate (about 30 min, 2 cores)
     python3 mutations/run_mutmut.py --changed        # only the modules this branch touches against main (pre-commit)
     python3 mutations/run_mutmut.py --changed REF    # ... against REF
     python3 mutations/run_mutmut.py --module compare --module sweep.select   # some modules (or one function)
