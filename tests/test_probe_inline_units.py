@@ -137,11 +137,3 @@ def test_later():
     marks = data["timings"]["controller"]
     assert marks["last_test_end"] > marks["first_test_end"]
 
-
-def test_an_isolation_that_is_none_is_a_usage_error(pytester, monkeypatch):
-    monkeypatch.delenv("ORT_MATRIX_REPORT", raising=False)
-    monkeypatch.setenv("ORT_MATRIX_ISOLATION", "bogus")
-    pytester.makepyfile(test_x="def test_x(): pass\n")
-    result = pytester.runpytest_inprocess(*PLUGIN)
-    assert result.ret != 0
-    assert "ort_matrix_probe: " in result.stderr.str() and "bogus" in result.stderr.str()
