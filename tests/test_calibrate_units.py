@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 
 from ort_gpu_matrix import calibrate as cal
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.expectfile import Count, Skip
+from ort_gpu_matrix.expectfile import Count, ModeTable, Skip
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.verdicts import Dispatch, TeethCoverage
 from ort_gpu_matrix.verdicts import TestResult as T
@@ -202,3 +202,153 @@ def test_a_mode_no_cell_of_the_suite_runs_counts_as_complete_and_stale_rules_nam
     c, said = calib(runs, old={"normal": {"known_failures"}}, cells={})
     assert c.table("normal").rules == {}
     assert said == ["dropped stale rule: normal known_failures 't::gone' (r): it matched nothing in c1, c2"]
+
+
+def test_a_flaky_test_gets_a_known_flaky_rule_and_no_other_and_only_in_its_mode():
+    from dataclasses import replace
+
+    from ort_gpu_matrix.config.model import FlakyRule
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "passed", "", (CUDNN,))]),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "failed", "E: boom\nmore", ())]), round=1),
+            seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
+                 cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])),
+            replace(seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
+                         cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])), round=1)]
+    c, said = calib(runs)
+    t = c.table("normal")
+    assert t.flaky == [FlakyRule("^t::fl$", ("failed", "passed"), (CUDNN,),
+                                 f"differed between runs (passed {CUDNN}, failed): E: boom",
+                                 (f"c1 run 1: passed {CUDNN}", "c1 run 2: failed"), (OBS1,))]
+    assert t.rules == {} and t.tiers == [] and t.counts == [Count("min_passed", 1, "seen: c1 1")]
+    assert said == [f"flaky: normal t::fl: passed {CUDNN}, failed"]
+    said.clear()
+    teeth = c.table("teeth")
+    assert teeth.flaky == [] and teeth.counts == [Count("min_failures", 2, "seen: c1 2")] and said == []
+
+
+def test_in_teeth_a_key_the_matrix_sets_is_not_written_and_what_it_misses_is_said():
+    s = suite(teeth={"known_toothless": (Rule("t::b", "r"),), "known_failures": (Rule("t::nothing", "r"),)})
+    runs = [seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "passed", "", ()),
+                                 T("t::c", "passed", "", ()), T("t::f", "failed", "boom", ())], s=s,
+                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=1, toothless=2, undeclared_toothless=["t::b", "t::c"],
+                                   bitten_tests=["t::a"]))]
+    c, said = calib(runs, inline={"teeth": {"min_failures", "known_toothless", "known_failures"}})
+    t = c.table("teeth")
+    assert t.counts == [] and t.rules == {} and t.flaky == []
+    head = "[suite.s.expect.teeth] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: teeth min_failures: {head}",
+                    f"not written: teeth known_toothless: {head}; today it does not accept: t::c",
+                    f"not written: teeth known_failures: {head}; today it does not accept: t::f"]
+
+
+def test_tiers_and_known_flaky_the_matrix_sets_are_not_written():
+    from dataclasses import replace
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,)), T("t::fl", "passed", "", ())]),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,)), T("t::fl", "failed", "x", ())]), round=1)]
+    c, said = calib(runs, inline={"normal": {"tiers", "known_flaky"}})
+    t = c.table("normal")
+    assert t.tiers == [] and t.flaky == [] and t.rules == {}
+    head = "[suite.s.expect.normal] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: normal tiers: {head}",
+                    f"not written: normal known_flaky: {head}; today it does not accept: t::fl",
+                    "flaky: normal t::fl: passed, failed"]
+    c, said = calib(runs, inline={"teeth": {"tiers", "known_flaky"}})  # another mode's keys: this one writes its own
+    t = c.table("normal")
+    assert [r.test for r in t.tiers] == ["^t::a(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$"] and [r.test for r in t.flaky] == ["^t::fl$"]
+
+
+def test_an_exact_canary_failure_outside_teeth_is_refused_by_name():
+    s = seen("c1", "normal", [T("t::c", "failed", TEETH_MESSAGE, ()), T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
+    said: list[str] = []
+    assert cal.failures(s, cal._canaries(s.cell.suite), said.append) == []
+    assert said == [f"refused: c1-normal t::{n} failed with the canary's message ({m!r}: a test that asked for cuDNN "
+                    "and got another tier); a known failure would hide the dispatch change the canary exists to catch"
+                    for n, m in (("c", TEETH_MESSAGE), ("n", f"x {TEETH_MESSAGE}"))]
+    t = seen("c1", "teeth", [T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
+    said.clear()
+    cal.failures(t, cal._canaries(t.cell.suite), said.append)
+    assert said == [f"refused: c1-teeth t::n failed with the canary's message ({'x ' + TEETH_MESSAGE!r}: with MATH "
+                    "forced, holding but not exactly the canary's message); a known failure would hide the dispatch "
+                    "change the canary exists to catch"]
+
+
+def test_a_skip_note_counts_the_most_of_any_one_run_of_a_cell():
+    from dataclasses import replace
+    r1 = seen("c1", "normal", [T(f"t::s{i}", "skipped", "x", ()) for i in range(3)])
+    r2 = replace(seen("c1", "normal", [T("t::s0", "skipped", "x", ())]), round=1)
+    items = [cal.Item("x", "", r) for r in (r1, r1, r1, r2)]
+    assert cal._skip_note(items) == "c1: 3 test(s)"
+    assert cal._least([("c1", 3), ("c1", 5), ("c2", 4)]) == {"c1": 3, "c2": 4}  # type: ignore[arg-type]
+
+
+def test_old_rules_observed_only_where_calibrated_are_refreshed_or_dropped():
+    old_obs = (Observation("c1", "1.31.0", "2026-01-01"),)
+    old = suite(normal={"known_failures": (Rule("t::f", "r", old_obs), Rule("t::gone", "g", old_obs)), "min_passed": 0})
+    r1 = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "boom", ())], s=old)
+    keys = {"normal": {"known_failures"}}
+    c, said = calib([r1], old=keys, cells={"normal": {"c1", "c2"}})  # c2 not calibrated
+    assert c.table("normal").rules["known_failures"] == [Rule("t::f", "r", (OBS1,))]  # seen again today: refreshed
+    assert said == ["dropped stale rule: normal known_failures 't::gone' (g): it matched nothing in c1"]
+    c, said = calib([r1], old=keys, cells={"normal": {"c1"}}, keep=True)
+    assert c.table("normal").rules["known_failures"] == [Rule("t::f", "r", (OBS1,)), Rule("t::gone", "g", old_obs)]
+    c, _ = calib([r1], old={}, cells={"normal": {"c1", "c2"}})  # min_passed = 0 is not the old file's: not read
+    assert c.table("normal").counts == [Count("min_passed", 1, "seen: c1 1")]
+    assert c._complete("teeth") and not calib([r1], cells={"normal": {"c1", "c2"}})[0]._complete("normal")
+
+
+def test_what_a_matrix_key_misses_is_listed_whole():
+    s = suite(normal={"allowed_skips": ("GPU",)})
+    r = seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::f", "failed", "x", ()), T("t::g", "failed", "y", ()),
+                              T("t::s", "skipped", "no GPU here", ()), T("t::t", "skipped", "no cuDNN", ())], s=s)
+    c, said = calib([r], inline={"normal": {"known_failures", "allowed_skips"}})
+    c.table("normal")
+    head = "[suite.s.expect.normal] in the matrix file sets it (a key is set in one file only)"
+    assert said == [f"not written: normal allowed_skips: {head}; today it does not accept: no cuDNN",
+                    f"not written: normal known_failures: {head}; today it does not accept: t::f; t::g"]
+
+
+def test_the_header_names_every_cell_seen():
+    runs = [seen("c2", "normal", [], ort="1.31.0", started="2026-11-30T01"), seen("c1", "normal", []),
+            seen("c1", "teeth", [])]
+    assert cal._header(runs[0].cell.suite, runs, "e/s.toml") == [
+        "Expectations of [suite.s] that accept the outcome below, written by `nox -s calibrate`.",
+        "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
+        "Seen in: c1 (onnxruntime 1.32.0, 2026-12-01); c2 (onnxruntime 1.31.0, 2026-11-30)",
+        'Loaded with expect_file = "e/s.toml" on [suite.s]; a key set here may not be set there too.']
+
+
+def test_old_tier_flaky_and_toothless_rules_are_read_from_the_old_file_only():
+    from dataclasses import replace
+
+    from ort_gpu_matrix.config.model import FlakyRule, TierRule
+    obs0 = (Observation("c0", "1.0", "2026-01-01"),)
+    old = suite(normal={"tiers": (TierRule("t::a", (CUDNN,), "kept", obs0),),
+                        "known_flaky": (FlakyRule("t::gone", ("passed",), (), "fl", observed=obs0),)},
+                teeth={"known_toothless": (Rule("t::tl", "tl", obs0),), "min_failures": 1})
+    runs = [seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,))], s=old),
+            replace(seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,))], s=old), round=1),
+            seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", TEETH_MESSAGE, ()),
+                                 T("t::tl", "passed", "", ())], s=old,
+                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=2, toothless=1, declared_toothless=["t::tl"],
+                                   bitten_tests=["t::a", "t::b"]))]
+    keys = {"normal": {"tiers", "known_flaky"}, "teeth": {"known_toothless", "min_failures"}}
+    c, said = calib(runs, old=keys, cells={"normal": {"c1", "c2"}, "teeth": {"c1", "c2"}})
+    t = c.table("normal")
+    assert [(r.test, r.reason) for r in t.tiers] == [("t::a", "kept")] and t.flaky == []
+    assert said == ["dropped stale rule: normal known_flaky 't::gone' (fl): it matched nothing in c1"]
+    said.clear()
+    teeth = c.table("teeth")
+    assert teeth.counts == [Count("min_failures", 1, "seen: c1 2")]  # the old 1 stays while c2 is not calibrated
+    assert [(r.test, r.reason) for r in teeth.rules["known_toothless"]] == [("t::tl", "tl")]
+    c, said = calib(runs, old=keys, cells={"normal": {"c1"}, "teeth": {"c1"}}, keep=True)
+    assert c.table("normal").flaky == [FlakyRule("t::gone", ("passed",), (), "fl", (), obs0)]
+    assert said == ["kept stale rule: normal known_flaky 't::gone' (fl): it matched nothing in c1 (--keep-stale)"]
+
+
+def test_a_canary_failure_in_a_normal_table_is_refused_and_said():
+    c, said = calib([seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::c", "failed", TEETH_MESSAGE, ())])])
+    assert c.table("normal").rules == {} and said[0].startswith("refused: c1-normal t::c failed with the canary's message")
+
+
+def test_a_summary_of_an_empty_table_says_nothing():
+    assert cal._summary(ModeTable("teeth")) == "teeth: nothing"

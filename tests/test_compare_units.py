@@ -276,3 +276,67 @@ def test_libs_comparison_looks_past_a_cell_with_the_same_libs():
     ids["pz"] = {**ids["p"], "libs": "z"}
     got = [d.cells for d in libs_comparison(base({n: {"normal": r} for n in ids}), ids)]
     assert got == [("p", "pz"), ("p", "q"), ("pa", "pz"), ("pa", "q"), ("pz", "q")]
+
+
+def test_a_hand_made_record_without_a_count_compares_it_as_absent(tmp_path):
+    """A baseline written by hand may leave a count out: compare reads a missing count as 0 and shows it as
+    absent, `(none)`, instead of raising KeyError (a known bug of issue 26)."""
+    path = tmp_path / "hand.json"
+    path.write_text('{"baseline_version": 1, "cells": {"c1": {"normal": {"verdict": "pass", '
+                    '"counts": {"collected": 2}, "tests": {"t::a": "passed", "t::b": "passed"}}}}}')
+    hand = Baseline.load(path)
+    full = base({C: {"normal": rec({"t::a": "passed", "t::b": "passed"}, library={})}})
+    got = compare(full, hand)
+    assert [c.to_dict() for c in got.regressions] == [ch("count", "passed", 2, None)]
+    assert [c.line() for c in got.regressions] == ["count: c1 normal passed: 2 -> (none)"]
+    assert compare(hand, full).to_dict() == EMPTY  # no count before: nothing to drop from
+
+
+def test_a_known_flaky_test_within_its_set_changes_nothing_and_outside_it_is_a_regression():
+    flaky_set = {"outcomes": ["failed", "passed"], "tiers": ["MATH"]}
+    sets = {"t::fl": flaky_set, "t::fl2": flaky_set, "t::nw": flaky_set, "t::was": flaky_set,
+            "t::out": {"outcomes": ["passed"], "tiers": []}}
+    b = rec({"t::fl": "passed MATH", "t::fl2": "passed", "t::out": "passed", "t::ok": "passed", "t::was": "skipped",
+             "t::x": "skipped"}, counts={"collected": 6, "passed": 4}, library={})
+    a = rec({"t::fl": "failed", "t::fl2": "passed MATH", "t::out": "failed", "t::ok": "passed", "t::was": "failed",
+             "t::nw": "failed", "t::x": "skipped"}, counts={"collected": 5, "passed": 2}, library={})
+    got = compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "normal"): sets}).to_dict()
+    assert got == {**EMPTY, "regressions": [
+        ch("test", "t::out", "passed", "failed"), ch("test", "t::was", "skipped", "failed"),
+        ch("count", "collected", 6, 5), ch("count", "passed", 4, 2)]}
+    plain = compare(base({C: {"normal": b}}), base({C: {"normal": a}})).to_dict()  # no sets: every change counts
+    assert [(c["kind"], c["test"]) for c in plain["regressions"]] == [
+        ("test", "t::fl"), ("test", "t::nw"), ("test", "t::out"), ("test", "t::was"), ("tier", "t::fl"),
+        ("tier", "t::fl2"), ("count", "collected"), ("count", "passed")]
+    other = compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "teeth"): sets}).to_dict()
+    assert other == plain  # the sets of another mode do not apply
+
+
+def test_a_mode_whose_isolation_differs_is_noted_and_never_fails():
+    b = ModeRecord("pass", {"collected": 1, "passed": 1}, {"t::a": Line("passed")}, None, {}, {}, "all", "off")
+    a = ModeRecord("pass", {"collected": 1, "passed": 1}, {"t::a": Line("passed")}, None, {}, {}, "all", "restore")
+    got = compare(base({C: {"normal": b}}), base({C: {"normal": a}}))
+    assert got.to_dict() == {**EMPTY, "notes": [ch("isolation", None, "off", "restore")]}
+    assert [c.line() for c in got.notes] == ["isolation: c1 normal: off -> restore"]
+    assert compare(base({C: {"normal": a}}), base({C: {"normal": a}})).to_dict() == EMPTY
+
+
+def test_a_pass_lost_within_a_known_flaky_set_is_no_drop_in_passed():
+    sets = {"t::fl": {"outcomes": ["failed", "passed"], "tiers": []}}
+    b = rec({"t::fl": "passed", "t::ok": "passed"}, counts={"collected": 2, "passed": 2}, library={})
+    a = rec({"t::fl": "failed", "t::ok": "passed"}, counts={"collected": 2, "passed": 1}, library={})
+    assert compare(base({C: {"normal": b}}), base({C: {"normal": a}}), flaky={(C, "normal"): sets}).to_dict() == EMPTY
+    gone = rec({"t::ok": "passed"}, counts={"collected": 1, "passed": 1}, library={})  # the flaky test did not run
+    assert [c["test"] for c in compare(base({C: {"normal": b}}), base({C: {"normal": gone}}),
+                                       flaky={(C, "normal"): sets}).to_dict()["regressions"]] == ["t::fl", "collected",
+                                                                                                  "passed"]
+
+
+def test_a_missing_after_count_is_a_drop_even_from_one_and_in_a_scoped_teeth():
+    b = rec({}, counts={"collected": 1, "passed": 1}, library={})
+    a = rec({}, counts={}, library={})
+    assert [c.line() for c in compare(base({C: {"normal": b}}), base({C: {"normal": a}})).regressions] == [
+        "count: c1 normal collected: 1 -> (none)", "count: c1 normal passed: 1 -> (none)"]
+    scoped = rec({}, counts={}, library={}, scope="cudnn")
+    assert [c.line() for c in compare(base({C: {"teeth": b}}), base({C: {"teeth": scoped}})).regressions] == [
+        "count: c1 teeth collected: 1 -> (none)", "count: c1 teeth passed: 1 -> (none)"]

@@ -146,3 +146,32 @@ def test_to_dicts_scoped_and_refused():
     r = refused("no census", "cudnn")
     assert (r.status, r.reasons, r.warnings, r.counts, r.dispatch) == (Status.FAIL, ["no census"], [], Counts(), Dispatch())
     assert r.teeth_coverage == TeethCoverage(scope="cudnn") and r.libraries == Libraries()
+
+
+def test_the_verdict_carries_every_part_the_report_gives():
+    from ort_gpu_matrix import tierrules
+    from ort_gpu_matrix.config.model import FlakyRule, TierRule
+    from ort_gpu_matrix.ortsource import SourceTree
+    tests = {"t::a": {"outcome": "passed", "sdpa": ["CUDNN_FLASH_ATTENTION"]}, "t::fl": {"outcome": "failed", "message": "x"}}
+    rep = report(tests, exitstatus=1, provenance={"ort": {"version": "1.31.0"}},
+                 audits=[{"pid": 4, "process": "main", "by_name": {}, "mapped": [], "preload": [], "cudnn_copies": []}],
+                 pollution=[{"test": "t::a", "scope": "function", "process": "main",
+                             "changes": [{"what": "env", "name": "X", "before": None, "after": "1"}], "undone": True,
+                             "later_tests": 1}])
+    rule = TierRule("t::a", ("MATH",))
+    flaky = FlakyRule("t::fl", ("failed", "passed"), (), "r")
+    e = PassExpect(tiers=(rule,), known_flaky=(flaky,))
+    v = judge(judge_counts, e, ev(rep, exit_code=1, junit=JunitCounts(1, 0, 0)), (), "/venv",
+              source=SourceTree("/ort", "1.33.0"))
+    assert v.reasons == ["tier rule 't::a' (only MATH) broken by 1 test(s): t::a dispatched CUDNN_FLASH_ATTENTION x1"]
+    assert v.warnings == ["version skew: tests from 1.33.0 against wheel 1.31.0 (major.minor differ)",
+                          "pollution: t::a left X (unset) -> '1' (undone; 1 later test(s) of main ran without it)"]
+    assert v.counts == Counts(2, 1, 1) and v.libraries.audits == rep["audits"]
+    assert v.tier_breaks == [tierrules.Break(rule, "t::a", ("CUDNN_FLASH_ATTENTION",))]
+    assert v.known_flaky == {"t::fl": {"outcomes": ["failed", "passed"], "tiers": []}}
+
+
+def test_without_a_collected_count_the_reports_tests_are_counted():
+    rep = {"tests": PASSING, "exitstatus": 0, "audits": []}
+    v = judge(judge_counts, PassExpect(), ev(rep, junit=JunitCounts(0, 0, 0)), (), "/venv")
+    assert v.counts.collected == 2 and v.counts.passed == 2

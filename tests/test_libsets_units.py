@@ -163,3 +163,20 @@ def test_a_fingerprint_whose_files_are_no_list_is_reinstalled_and_the_lock_sits_
     fp = json.loads((where / libsets.FINGERPRINT).read_text())
     (where / libsets.FINGERPRINT).write_text(json.dumps({**fp, "files": {f: 1 for f in fp["files"]}}))
     assert ensure(matrix, house, pip)[1][0].startswith("reinstalling")
+
+
+def test_a_failed_install_shows_the_installers_last_lines_stderr_included(env):
+    import shlex
+    import subprocess
+    matrix, house = env
+    logged: list[str] = []
+    with pytest.raises(BuildError) as err:
+        libsets.ensure(matrix, Libs(id="p", pip=("nvidia-not-in-the-house==1.0",)), (str(house),), logged.append)
+    assert not any((matrix.workspace.venvs_dir / ".libs").glob("p-*/"))  # nothing left
+    cmd = shlex.split(logged[-1].split("$ ", 1)[1])
+    again = subprocess.run(cmd, capture_output=True, text=True)  # the same install: uv says why on stderr
+    lines = (again.stdout + again.stderr).splitlines()
+    assert again.returncode != 0 and any("nvidia-not-in-the-house" in x for x in again.stderr.splitlines())
+    assert str(err.value) == (f"libs set p: `{shlex.join(cmd[:4])} ...` failed with exit {again.returncode}:\n"
+                              + "\n".join(lines[-15:]))
+    assert cmd[:4] == [find_uv(), "pip", "install", "--link-mode=copy"]

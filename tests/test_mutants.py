@@ -1,5 +1,5 @@
 """Tests that killed the hand-written mutants (the retired mutations/mutants.toml) the rest of the suite let survive;
-kept as ordinary tests of the promises mutmut's mutants do not reach (docs/mutations.md, "Kept as ordinary tests").
+kept as ordinary tests of the promises mutmut's mutants do not reach (docs/mutations-kept.md).
 
 Each runs the real harness (real nox, real venvs, real pytest) against a small fixture suite, or, for the
 stored result's atomicity, the real store() on a real filesystem watched by an audit hook in a subprocess.

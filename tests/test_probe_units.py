@@ -137,3 +137,41 @@ def test_a_window_leaves_no_file_descriptor_open(capfd):
         tap.exit()
     assert sorted(os.listdir("/proc/self/fd")) == before
     capfd.readouterr()
+
+
+def test_the_probe_predicts_the_tests_sys_path_from_pytests_own_config(tmp_path):
+    """What the libs set's loader is told sys.path will be: read from the early config as pytest will use it."""
+    from pathlib import Path
+    from types import SimpleNamespace as NS
+
+    from ort_matrix_probe.plugin import _future_sys_path
+    from ort_matrix_probe.syspath import Prediction
+    sub = tmp_path / "tests" / "sub"
+    sub.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text("")
+    (tmp_path / "tests" / "pkg").mkdir()
+    (tmp_path / "tests" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "pkg" / "conftest.py").write_text("")
+    (sub / "test_a.py").write_text("")
+    target = f"{sub / 'test_a.py'}::test_x"
+
+    def config(ns, ini=("/ini/a",), root=tmp_path):
+        def getini(name):
+            if name != "pythonpath":
+                raise ValueError(name)
+            return [Path(p) for p in ini]
+        return NS(known_args_namespace=ns, getini=getini, rootpath=root)
+
+    tests = str(tmp_path / "tests")
+    ns = NS(file_or_dir=[target, str(tmp_path / "tests" / "pkg")], importmode="append", confcutdir=tests)
+    assert _future_sys_path(config(ns)) == Prediction(("/ini/a",), (tests, str(sub)))
+    ns = NS(file_or_dir=[target], importmode="prepend", confcutdir=None)  # no --confcutdir: pytest's rootdir
+    assert _future_sys_path(config(ns, root=sub)) == Prediction((str(sub), "/ini/a"))
+    assert _future_sys_path(config(ns, root=tmp_path)) == Prediction((tests, str(sub), "/ini/a"))
+    assert _future_sys_path(config(NS(file_or_dir=[target]), ini=(), root=sub)) == Prediction((str(sub),))  # prepend
+    assert _future_sys_path(config(NS(file_or_dir=None, importmode="importlib"), root=sub)) == Prediction(("/ini/a",))
+
+    def no_ini(name):
+        raise ValueError(name)
+    assert _future_sys_path(NS(known_args_namespace=NS(file_or_dir=[target]), getini=no_ini, rootpath=sub)) == \
+        Prediction((str(sub),))

@@ -160,3 +160,100 @@ def test_baseline_names_and_paths(tmp_path, monkeypatch):
 def test_the_first_character_past_the_surrogates_is_kept():
     assert ef.string("\ue000\ud7ff") == '"\ue000\ud7ff"' and ef.literal_regex("\ue000") == "^\ue000$"
     assert ef.comment("\ue000") == "\ue000"
+
+
+def test_rules_too_long_for_one_line_are_written_as_tables_after_the_plain_keys():
+    from ort_gpu_matrix.config.model import FlakyRule, TierRule
+    obs = (Observation("c1", "1.32.0", "2026-12-01"), Observation("c2", "1.32.0", "2026-12-02"))
+    long = "AssertionError: " + "x" * 150 + " y" * 70  # 306 characters: no rule line holds it
+    t = ef.ModeTable("normal", rules={"known_failures": [Rule("t::short", "r"), Rule("t::long", long, obs)]},
+                     flaky=[FlakyRule("t::fl", ("failed", "passed"), ("MATH",), "comes and goes", ("failed", "passed MATH"),
+                                      obs[:1]), FlakyRule("t::f2", ("passed",), (), "r")],
+                     tiers=[TierRule("t::tier", ("MATH",), "", ())])
+    continued = ('"""\\\n' + "AssertionError: " + "x" * 84 + "\\\n" + "x" * 66 + " y" * 17 + " \\\n"
+                 + "y " * 50 + "\\\n" + "y y y" + '"""')  # 100 characters a line, each break before a non-space
+    assert ef.render([], [t]) == "\n".join([
+        "", "[expect.normal]", "known_flaky = [",
+        '    { test = "t::fl", outcomes = ["failed", "passed"], tiers = ["MATH"], reason = "comes and goes", '
+        'runs = ["failed", "passed MATH"], observed = [{ cell = "c1", ort = "1.32.0", date = "2026-12-01" }] },',
+        '    { test = "t::f2", outcomes = ["passed"], reason = "r" },', "]",
+        "tiers = [", '    { test = "t::tier", only = ["MATH"] },', "]", "",
+        "[[expect.normal.known_failures]]", 'test = "t::short"', 'reason = "r"', "",
+        "[[expect.normal.known_failures]]", 'test = "t::long"', f"reason = {continued}", "observed = [",
+        '    { cell = "c1", ort = "1.32.0", date = "2026-12-01" },',
+        '    { cell = "c2", ort = "1.32.0", date = "2026-12-02" },', "]", ""])
+    assert tomllib.loads(ef.render([], [t]))["expect"]["normal"]["known_failures"][1]["reason"] == long
+    t2 = ef.ModeTable("teeth", flaky=[FlakyRule("t::fl", ("failed",), (), long, ("failed",), obs)],
+                      tiers=[TierRule("t::tier", ("MATH", "EFFICIENT_ATTENTION"), long, ())])
+    text = ef.render([], [t2])
+    assert text == "\n".join([
+        "", "[expect.teeth]", "", "[[expect.teeth.known_flaky]]", 'test = "t::fl"', 'outcomes = ["failed"]',
+        f"reason = {continued}", 'runs = ["failed"]', "observed = [",
+        '    { cell = "c1", ort = "1.32.0", date = "2026-12-01" },',
+        '    { cell = "c2", ort = "1.32.0", date = "2026-12-02" },', "]", "",
+        "[[expect.teeth.tiers]]", 'test = "t::tier"', 'only = ["MATH", "EFFICIENT_ATTENTION"]', f"reason = {continued}", ""])
+    got = tomllib.loads(text)["expect"]["teeth"]
+    assert got["known_flaky"][0]["reason"] == long and got["tiers"][0]["reason"] == long
+
+
+def test_a_long_string_is_continued_between_escapes_and_never_before_a_space():
+    text = "a" * 99 + '"' + "b" * 99 + " " + "c" * 10
+    got = ef.long_string(text, "  ", 50)
+    assert got == '"""\\\n  ' + "a" * 99 + '\\"\\\n  ' + "b" * 99 + ' \\\n  ' + "c" * 10 + '"""'
+    assert tomllib.loads(f"k = {got}")["k"] == text
+    assert ef.long_string("short", "  ", 50) == '"short"'
+    assert ef.long_string("x" * 48, "", 50) == '"' + "x" * 48 + '"' and ef.long_string("x" * 49, "", 50).startswith('"""')
+
+
+def test_short_notes_and_comments_are_cut_to_their_room():
+    assert ef.short("x" * 200) == "x" * 200 and ef.short("x" * 201) == "x" * 199 + "…"
+    assert ef.short("  first\nsecond") == "first" and ef.short(" \n ") == "" and ef.short("abcd", 3) == "ab…"
+    assert ef._note("n" * 276, 20) == "n" * 276 and ef._note("n" * 277, 20) == "n" * 275 + "…"
+    assert ef._note("n" * 30, 290) == "n" * 19 + "…" and ef._note("n" * 20, 290) == "n" * 20  # never less than 20
+    assert ef._comments("") == ["#"]
+    assert ef._comments("w" * 300) == ["# " + "w" * 298, "# ww"]  # a long word is broken too
+    assert ef._comments(("word " * 70).strip()) == ["# " + ("word " * 59).strip(), "# " + ("word " * 11).strip()]
+
+
+def test_a_tier_rule_line_names_its_reason_and_observations_only_when_it_has_them():
+    from ort_gpu_matrix.config.model import TierRule
+    obs = (Observation("c1", "1.32.0", "2026-12-01"),)
+    assert ef._tier_rule(TierRule("t::a", ("MATH", "X"))) == '    { test = "t::a", only = ["MATH", "X"] },'
+    assert ef._tier_rule(TierRule("t::a", ("MATH",), "why", obs)) == (
+        '    { test = "t::a", only = ["MATH"], reason = "why", observed = [{ cell = "c1", ort = "1.32.0", '
+        'date = "2026-12-01" }] },')
+
+
+def test_a_list_that_does_not_fit_its_room_is_one_item_a_line():
+    one = '["aaaaaaaaaa", "bbbbbbbbbb"]'
+    assert ef.value(("a" * 10, "b" * 10), len(one)) == one
+    assert ef.value(("a" * 10, "b" * 10), len(one) - 1) == '[\n    "aaaaaaaaaa",\n    "bbbbbbbbbb",\n]'
+    long = "w " * 160  # 320 characters: continued inside the list
+    got = ef.value((long.strip(),), 10)
+    assert got.startswith('[\n    """\\\n    w w') and got.endswith('"""' + ",\n]")
+    assert tomllib.loads(f"k = {got}")["k"] == [long.strip()]
+    name_room = ef.LINE - len("tiers") - 3
+    fits = tuple(["X" * (name_room - 4)])  # ["X...X"] is exactly the room
+    assert ef._field("tiers", fits) == [f'tiers = ["{fits[0]}"]']
+    assert ef._field("tiers", (fits[0] + "X",)) == ["tiers = [", f'    "{fits[0]}X",', "]"]
+    assert ef._field("reason", "") == ['reason = ""']
+
+
+def test_render_keeps_lines_within_the_limit_and_every_required_field():
+    from ort_gpu_matrix.config.model import TierRule
+    kept = ef.ModeTable("normal", kept={"forbid_kernels": tuple("K" * 40 for _ in range(8))},
+                        counts=[ef.Count("min_passed", 1, "n" * 400)], skips=[ef.Skip("s" * 310, "c1: 1 test(s)")],
+                        tiers=[TierRule("t" * 300, ("MATH",))])
+    text = ef.render(["h"], [kept])
+    assert max(len(line) for line in text.splitlines()) <= ef.LINE
+    lines = text.splitlines()
+    assert lines[3:5] == ["forbid_kernels = [", f'    "{"K" * 40}",']
+    assert lines[13] == "min_passed = 1  # " + "n" * 275 + "…"
+    assert ef.render([""], []) == "#\n"
+    table = text.split("[[expect.normal.tiers]]\n", 1)[1]
+    assert table.endswith('\nonly = ["MATH"]\nreason = ""\n') and table.startswith('test = """\\\n' + "t" * 100)
+    data = tomllib.loads(text)["expect"]["normal"]
+    assert data["allowed_skips"] == ["s" * 310] and data["tiers"] == [{"test": "t" * 300, "only": ["MATH"], "reason": ""}]
+    exact = ef.ModeTable("normal", rules={"known_failures": [Rule("x" * (ef.LINE - 32), "r")]})
+    assert len(ef._rule(exact.rules["known_failures"][0])) == ef.LINE
+    assert "known_failures = [" in ef.render([], [exact])  # a line of exactly LINE characters stays inline

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from ort_gpu_matrix import tierrules
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.verdicts import (
@@ -270,3 +271,77 @@ def test_a_known_flaky_rule_that_matches_nothing_is_stale_beside_the_known_failu
     assert f.reasons == []
     assert f.stale == [StaleRule("known_flaky", "t::gone", "comes and goes", GONE, ("c1",), ""),
                        StaleRule("known_failures", "t::ok", "why", "no longer fails", (), "t::ok (passed)")]
+
+
+def test_an_audit_or_report_without_some_keys_reads_as_empty():
+    bare = {"pid": 3, "process": "main"}  # an audit of an older probe: no by_name, mapped, preload or copies
+    libs, reasons, warnings = library_audit({"tests": {}, "audits": [bare]}, ("/l/libcudnn.so.9",), "/v")  # type: ignore[arg-type]
+    assert libs.audits == [bare] and libs.pinned == {"cudnn": "/l/libcudnn.so.9", "cudart": None}
+    assert reasons == ["by-name None resolved to None (version None), not the pinned /l/libcudnn.so.9",
+                       "the pinned /l/libcudnn.so.9 was never mapped in the test process (pid 3): the libs set's "
+                       "loader (preload) did not load it, so nothing was pinned"] and warnings == []
+    assert collected_of({"tests": {}, "collected": {}}, 4) == 4 and collected_of(None, None) is None  # type: ignore[arg-type]
+    assert collected_of({"collected": {"gw0": 3, "gw1": 5}}, 4) == 5  # type: ignore[arg-type]
+
+
+def test_tier_rules_break_and_go_stale_in_the_findings():
+    from ort_gpu_matrix.config.model import TierRule
+    broken = TierRule("t::a", ("EFFICIENT_ATTENTION",), "eff", (Observation("c1", "1.32.0", "2026-12-01"),))
+    gone = TierRule("t::zz", (MATH,), "gone", (Observation("c2", "1.32.0", "2026-12-01"),))
+    skipped = TierRule("t::s", (MATH,), "")
+    tests = [T("t::a", "passed", "", (CUDNN,)), T("t::s", "skipped", "x", ())]
+    f = judged(PassExpect(tiers=(broken, gone, skipped), allowed_skips=("x",)), tests)
+    assert f.reasons == [f"tier rule 't::a' (only EFFICIENT_ATTENTION) broken by 1 test(s): t::a dispatched {CUDNN} x1"]
+    assert f.tier_breaks == [tierrules.Break(broken, "t::a", (CUDNN,))]
+    assert f.stale == [StaleRule("tiers", "t::zz", "gone", tierrules.GONE, ("c2",), ""),
+                       StaleRule("tiers", "t::s", "", "it matched no test that passed", (), "t::s (skipped)")]
+
+
+def test_teeth_warns_of_a_tier_the_forcing_missed_and_keeps_every_stale_rule():
+    leak = T("t::l", "passed", "", (CUDNN,))
+    e = TeethExpect(known_failures=(rule("t::a"), rule("t::f")), known_toothless=(rule("t::gone"),))
+    f = judged(e, [BITE, leak, T("t::f", "failed", "boom", ())], prior=Dispatch({"t::a": [CUDNN]}), judge=judge_teeth)
+    assert f.warnings == [f"1 test(s) dispatched a tier other than {MATH} with {MATH} forced (the forcing did not reach "
+                          f"their sessions): t::l dispatched {CUDNN} x1"]
+    assert f.stale == [StaleRule("known_failures", "t::a", "why", "no longer fails", (), "t::a (bitten)"),
+                       StaleRule("known_toothless", "t::gone", "why", GONE, (), "")]
+    assert f.reasons == []  # t::f is a known failure: failed, so not stale
+
+
+def test_the_version_skew_warning_reads_the_wheel_the_tests_imported():
+    from ort_gpu_matrix.ortsource import SourceTree
+    from ort_gpu_matrix.verdicts import skew_warning
+    src = SourceTree("/ort", "1.33.0", "abc1234")
+    ort = {"distribution": "onnxruntime", "version": "1.31.1"}
+    want = "version skew: tests from 1.33.0 (abc1234) against wheel {} (major.minor differ)"
+    assert skew_warning({"provenance": {"ort": ort}}, src) == want.format("1.31.1")  # type: ignore[arg-type]
+    assert skew_warning({"provenance": {"ort": ort, "ort_imported_version": "1.30.0"}}, src) == want.format("1.30.0")  # type: ignore[arg-type]
+    assert skew_warning({"provenance": {"ort": None, "ort_imported_version": "1.30.0"}}, src) == want.format("1.30.0")  # type: ignore[arg-type]
+    assert skew_warning({"provenance": {"ort": {"version": "1.33.2"}}}, src) is None  # type: ignore[arg-type]
+    assert skew_warning({"provenance": {"ort": None}}, src) is None  # type: ignore[arg-type]
+    assert skew_warning({"provenance": {"ort": ort}}, None) is None  # type: ignore[arg-type]
+    assert skew_warning(None, src) is None and skew_warning({"tests": {}}, src) is None  # type: ignore[arg-type]
+
+
+def test_teeth_judges_a_known_flaky_test_by_its_rule_alone():
+    from ort_gpu_matrix.config.model import FlakyRule
+    e = TeethExpect(known_flaky=(FlakyRule("t::fl", ("failed",), (MATH,), "r"), FlakyRule("t::none", ("passed",), (), "r")))
+    f = judged(e, [BITE, T("t::fl", "passed", "", ())], judge=judge_teeth)
+    assert f.reasons == ["1 known-flaky test(s) did what their rule does not list: t::fl passed (no tier): known_flaky "
+                         f"lists failed ({MATH})"]
+    assert f.stale == [StaleRule("known_flaky", "t::none", "r", GONE, (), "")]
+    ok = judged(e, [BITE, T("t::fl", "failed", "boom", (MATH,))], judge=judge_teeth)
+    assert ok.reasons == []  # a flaky failure within its set is no failure other than the canary's
+
+
+def test_a_known_flaky_failure_outside_its_set_is_judged_by_its_rule_alone():
+    from ort_gpu_matrix.config.model import FlakyRule
+    e = PassExpect(known_flaky=(FlakyRule("t::fl", ("passed",), (), "r"),))
+    f = judged(e, [T("t::ok", "passed", "", ()), T("t::fl", "failed", "boom", ())])
+    assert f.reasons == ["1 known-flaky test(s) did what their rule does not list: t::fl failed (no tier): known_flaky "
+                         "lists passed (no tier)"]
+
+
+def test_a_stale_known_failure_in_teeth_lists_what_its_tests_did():
+    f = judged(TeethExpect(known_failures=(rule("t::p"),)), [BITE, T("t::p", "passed", "", ())], judge=judge_teeth)
+    assert f.stale == [StaleRule("known_failures", "t::p", "why", "no longer fails", (), "t::p (passed)")]

@@ -1,0 +1,121 @@
+"""A baseline made from Results built here, in-process (issue 26): what a sweep records of each mode, its
+library and provenance summaries, without the nox run that tests/test_sweep.py makes. mutmut maps these
+tests to baseline.py's ModeRecord.of, Baseline.of and the two summaries."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from unitkit import result
+
+from ort_gpu_matrix.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
+from ort_gpu_matrix.baseline import TestLine as Line
+from ort_gpu_matrix.results import Provenance
+from ort_gpu_matrix.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage
+
+CUDNN, MATH = "CUDNN_FLASH_ATTENTION", "MATH"
+AUDIT_A = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400}, "cudart": {"file": None}},
+           "cudnn_copies": [{"file": "/l/libcudnn.so.9", "file_version": "9.14.0"}, {"file": "/m/libcudnn.so.9"}]}
+AUDIT_B = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400},
+                       "cudart": {"file": "/l/libcudart.so.13"}}, "cudnn_copies": []}
+
+
+def test_a_mode_record_keeps_each_tests_outcome_tiers_and_reruns():
+    r = result("normal", {"t::a": "passed", "t::b": "failed", "t::c": "skipped"}, verdict=Status.FAIL,
+               counts=Counts(collected=3, passed=1, failed=1, skipped=1),
+               dispatch=Dispatch({"t::a": [MATH, CUDNN, MATH], "t::b": [CUDNN]}), reruns={"t::a": 2},
+               isolation="restore")
+    rec = ModeRecord.of(r)
+    assert rec == ModeRecord("fail", {"collected": 3, "passed": 1, "failed": 1, "errors": 0, "skipped": 1, "xfailed": 0,
+                                      "xpassed": 0},
+                             {"t::a": Line("passed", (CUDNN, MATH), 2), "t::b": Line("failed", (CUDNN,)),
+                              "t::c": Line("skipped")}, None,
+                             {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": []},
+                             {"ort": None, "ort_cuda": None, "ort_wheel_sha256": None, "torch": None, "python": None,
+                              "host": ""}, "all", "restore")
+
+
+def test_teeth_coverage_is_recorded_only_when_it_was_checked():
+    cov = TeethCoverage(checked=True, cudnn_tests=3, bitten=1, toothless=2, declared_toothless=["t::z"],
+                        undeclared_toothless=["t::b"], bitten_tests=["t::y", "t::a"], scope="cudnn", selected=3)
+    rec = ModeRecord.of(result("teeth", {"t::a": "failed"}, teeth_coverage=cov))
+    assert rec.teeth == {"bitten": ["t::a", "t::y"], "toothless": ["t::b", "t::z"]} and rec.teeth_scope == "cudnn"
+    unchecked = ModeRecord.of(result("teeth", {}, teeth_coverage=TeethCoverage(checked=False, scope="cudnn")))
+    assert unchecked.teeth is None and unchecked.teeth_scope == "cudnn"
+
+
+def test_the_library_summary_joins_every_processs_audit():
+    r = result("normal", {}, libraries=Libraries({"libcudnn.so.9": "/p/libcudnn.so.9", "libcudart.so.13": None},
+                                                 [AUDIT_A, AUDIT_B, {}]))  # type: ignore[list-item]
+    assert library_summary(r) == {
+        "pinned": {"libcudnn.so.9": "/p/libcudnn.so.9"},
+        "cudnn_copies": ["/l/libcudnn.so.9 (9.14.0)", "/m/libcudnn.so.9 (version unknown)"],
+        "cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (None)"]}
+
+
+def test_the_provenance_summary_names_ort_torch_python_and_host():
+    p = Provenance("3.11.9", "/v/bin/python", {"distribution": "onnxruntime-gpu", "version": "1.32.0", "package_name": None,
+                                               "cuda_version": "13.0", "cudnn_version": None},
+                   {"version": "2.9.0", "cuda": "12.8"}, "abc123")
+    assert provenance_summary(result("normal", {}, provenance=p, host="h1")) == {
+        "ort": "onnxruntime-gpu 1.32.0", "ort_cuda": "13.0", "ort_wheel_sha256": "abc123",
+        "torch": "2.9.0 (cuda 12.8)", "python": "3.11.9", "host": "h1"}
+
+
+def test_a_baseline_of_results_holds_every_cell_and_mode():
+    rs = [result("normal", {"t::a": "passed"}), result("teeth", {"t::a": "failed"}),
+          result("normal", {"t::b": "passed"}, name="c2")]
+    b = Baseline.of(rs, "rel")
+    assert b.name == "rel" and b.modes() == {("c1", "normal"), ("c1", "teeth"), ("c2", "normal")}
+    assert b.cells["c2"]["normal"].tests == {"t::b": Line("passed")}
+    assert b.cells["c1"]["teeth"] == ModeRecord.of(rs[1])
+
+
+def test_a_baseline_is_written_as_sorted_one_space_json_and_reads_back_whole(tmp_path):
+    rec = ModeRecord("pass", {"passed": 1, "collected": 1}, {"t::b": Line("passed"), "t::a": Line("failed", (MATH,))},
+                     None, {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"]}, {"host": "h1"}, "all", "restore")
+    b = Baseline({"c1": {"normal": rec}}, "rel", "2026-12-01T00:00:00+00:00")
+    assert b.to_json() == "\n".join([
+        "{", ' "baseline_version": 1,', ' "cells": {', '  "c1": {', '   "normal": {', '    "counts": {',
+        '     "collected": 1,', '     "passed": 1', "    },", '    "isolation": "restore",', '    "library": {',
+        '     "cudnn_by_name": [', '      "/l/libcudnn.so.9 (91400)"', "     ]", "    },", '    "provenance": {',
+        '     "host": "h1"', "    },", '    "teeth": null,', '    "tests": {', '     "t::a": "failed MATH",',
+        '     "t::b": "passed"', "    },", '    "verdict": "pass"', "   }", "  }", " },",
+        ' "created": "2026-12-01T00:00:00+00:00",', ' "name": "rel"', "}", ""])
+    b.save(tmp_path / "b.json")
+    assert Baseline.load(tmp_path / "b.json") == b
+    old = ModeRecord.from_dict({"verdict": "fail", "counts": {}, "tests": {}})  # saved before isolation and scope
+    assert old == ModeRecord("fail", {}, {}, None, {}, {}, "all", "unknown")
+    assert Baseline.of([]).name == "" and Baseline.of([], "x").name == "x"
+
+
+def test_a_baseline_that_cannot_be_written_says_why(tmp_path):
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(BaselineError) as err:
+        Baseline({}, "n", "t").save(tmp_path / "dir.json")
+    assert str(err.value) == f"{tmp_path / 'dir.json'}: cannot be written (Is a directory)"
+
+
+def test_a_baseline_of_the_wrong_shape_is_refused_whole_and_a_bare_one_reads(tmp_path):
+    def load(data):
+        p = tmp_path / "b.json"
+        p.write_text(json.dumps(data))
+        return Baseline.load(p)
+
+    mode = {"verdict": "pass", "counts": {}, "tests": {}}
+    with pytest.raises(BaselineError) as err:
+        load({"baseline_version": 1, "cells": {"c": {"normal": {**mode, "tests": ["t::a"]}}}})
+    assert "is not a well-formed baseline: cells.c.normal.tests: " in str(err.value)
+    three = {"t::a": "won", "t::b": "won", "t::c": "won"}
+    with pytest.raises(BaselineError) as err:
+        load({"baseline_version": 1, "cells": {"c": {"normal": {**mode, "tests": three}}}})
+    assert str(err.value).endswith("cells.c.normal.tests.t::c: 'won' is not an outcome (passed, failed, skipped, error, "
+                                   "xfailed, xpassed); re-save it with `nox -s sweep -- --save-baseline NAME`")
+    bare = load({"baseline_version": 1, "cells": {"c": {"normal": mode}}})
+    assert (bare.name, bare.created) == ("", "") and bare.cells["c"]["normal"].tests == {}
+
+
+def test_a_reruns_field_holds_one_whole_number():
+    with pytest.raises(ValueError, match="reruns= must be given once, as a whole number"):
+        Line.decode("passed reruns=1=2")
+    assert Line.decode("passed MATH reruns=12") == Line("passed", (MATH,), 12)

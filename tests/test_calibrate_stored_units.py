@@ -1,0 +1,379 @@
+"""calibrate from stored results, in-process: what `nox -s calibrate -- --from DIR` does, without nox. Results and
+probe reports are written here as the harness stores them, against a matrix file loaded by the real loader
+(issue 26: these reach calibrate's read, targets, _write and calibrate, which before only the nox runs of
+tests/test_calibrate.py reached, where mutmut maps no test)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from test_bad_inputs import BASE
+from unitkit import result
+
+from ort_gpu_matrix import calibrate as cal
+from ort_gpu_matrix.cells import cells_of
+from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.pollution import Pollution, StateChange
+from ort_gpu_matrix.results import CellInfo, Provenance, load
+from ort_gpu_matrix.verdicts import Counts, Dispatch, Status, TeethCoverage
+
+CUDNN = "CUDNN_FLASH_ATTENTION"
+CELL = "gpu-3.11-x"
+
+
+class Stored:
+    """A matrix file (the suite s, one cell, normal and teeth) and a results dir of its cell's runs."""
+
+    def __init__(self, tmp: Path, matrix: str = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]')):
+        self.tmp = tmp
+        (tmp / "matrix.toml").write_text(matrix)
+        self.matrix = load_matrix(tmp / "matrix.toml")
+        self.results = tmp / "results"
+        self.results.mkdir()
+
+    def store(self, mode: str, tests: dict[str, dict], suite: str = "s", report: bool | str = True, run_id: str = "r1",
+              cell: str = CELL, into: Path | None = None, **kw) -> Path:
+        session = f"{cell}-{mode}"
+        into = into or self.results
+        path = into / "runs" / session / run_id / "report.json"
+        if report is True:
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({"tests": tests}))
+        outcomes = {n: t["outcome"] for n, t in tests.items()}
+        passed = sum(o == "passed" for o in outcomes.values())
+        r = result(mode, outcomes, session=session, cell=CellInfo(cell, "3.11", "cpu", "none", "x", suite),
+                   report=str(path) if report is True else report or None, run_id=run_id,
+                   provenance=Provenance(ort={"version": "1.32.0"}), counts=Counts(len(outcomes), passed), **kw)
+        (into / f"{session}.json").write_text(json.dumps(r.to_dict()))
+        return path
+
+    def calibrate(self, **kw) -> cal.Outcome:
+        return cal.calibrate(self.matrix, [], from_dirs=[self.results], **kw)
+
+
+NORMAL = {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::f": {"outcome": "failed", "message": "AssertionError: 1\nmore"},
+          "t::s": {"outcome": "skipped", "message": "no GPU here"}}
+TEETH = {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}, "t::tl": {"outcome": "passed"},
+         "t::f": {"outcome": "failed", "message": "AssertionError: 1"}}
+
+
+def test_calibrate_from_results_writes_a_file_that_accepts_them_and_says_what_it_did(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL, verdict=Status.FAIL, reasons=["library audit: a second cuDNN"])
+    s.store("teeth", TEETH, teeth_coverage=TeethCoverage(checked=True, cudnn_tests=2, bitten=1, toothless=1,
+                                                         undeclared_toothless=["t::tl"], bitten_tests=["t::ok"]),
+            pollution=[Pollution("t::ok", "function", "gw0", [StateChange("env", "ORT_X", None, "1")], True, 2)], isolation="restore")
+    out = s.calibrate()
+    path = tmp_path / "expect" / "s.toml"
+    assert out.written == {"s": path}
+    assert out.lines == [
+        f"pollution: {CELL}-teeth (isolation restore): t::ok left ORT_X (unset) -> '1' (undone; 2 later test(s) of gw0 ran without it)",
+        f"wrote {path}: normal: min_passed 1, 1 allowed skip(s), 1 known_failures, 1 tiers; "
+        "teeth: min_failures 1, 1 known_toothless, 1 known_failures",
+        f"still failing after calibration: {CELL}-normal: library audit: a second cuDNN",
+        f'to use it, set expect_file = "expect/s.toml" in [suite.s] of {tmp_path / "matrix.toml"}']
+    obs = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-12-01" }}]'
+    assert path.read_text() == "\n".join([
+        "# Expectations of [suite.s] that accept the outcome below, written by `nox -s calibrate`.",
+        "# Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
+        f"# Seen in: {CELL} (onnxruntime 1.32.0, 2026-12-01)",
+        '# Loaded with expect_file = "expect/s.toml" on [suite.s]; a key set here may not be set there too.', "",
+        "[expect.normal]", f"min_passed = 1  # seen: {CELL} 1", "allowed_skips = [",
+        f'    "^no GPU here$",  # {CELL}: 1 test(s)', "]", "known_failures = [",
+        f'    {{ test = "^t::f$", reason = "AssertionError: 1", {obs} }},', "]", "tiers = [",
+        '    { test = "^t::ok(?:_[0-9]+(?:_.*)?)?(?:\\\\[.*\\\\])?$", only = ["CUDNN_FLASH_ATTENTION"], '
+        f'reason = "seen in {CELL}: 1 case(s), CUDNN_FLASH_ATTENTION in 1", {obs} }},', "]", "",
+        "[expect.teeth]", f"min_failures = 1  # seen: {CELL} 1", "known_toothless = [",
+        f'    {{ test = "^t::tl$", reason = "dispatched {CUDNN} in require_cudnn; passed with MATH forced", {obs} }},',
+        "]", "known_failures = [", f'    {{ test = "^t::f$", reason = "AssertionError: 1", {obs} }},', "]", ""])
+    assert [p.name for p in path.parent.iterdir()] == ["s.toml"]  # no temp file left
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_calibrating_into_the_suites_own_file_merges_it_and_says_nothing_about_using_it(tmp_path):
+    own = BASE.replace('modes = ["normal"]', 'modes = ["normal"]').replace('pythonpath = [".."]',
+                                                                          'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text('[expect.normal]\nknown_failures = [{ test = "^t::gone$", reason = "old" }]\n'
+                                           'require_kernel = "CUDNN_FLASH_ATTENTION"\n')
+    s = Stored(tmp_path, own)
+    s.store("normal", {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}})
+    out = s.calibrate()
+    assert out.written == {"s": tmp_path / "e" / "s.toml"}
+    assert out.lines == [
+        "dropped stale rule: normal known_failures '^t::gone$' (old): it matched nothing in " + CELL,
+        f"wrote {tmp_path / 'e' / 's.toml'}: normal: min_passed 1, 1 tiers"]
+    text = (tmp_path / "e" / "s.toml").read_text()
+    assert 'require_kernel = "CUDNN_FLASH_ATTENTION"' in text and "t::gone" not in text
+    assert '# Loaded with expect_file = "e/s.toml" on [suite.s]' in text
+
+
+def test_results_calibrate_cannot_use_are_named_and_skipped(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL, stopped="interrupted (SIGINT)")
+    s.store("teeth", TEETH, report=False)
+    with pytest.raises(cal.CalibrateError) as err:
+        s.calibrate()
+    assert str(err.value) == "nothing to calibrate: no mode run of the chosen cells left a result to read"
+    seen: list[str] = []
+    assert cal.read(cells_of(s.matrix), [s.results], seen.append) == []
+    assert seen == [f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)",
+                    f"not calibrated: {CELL}-teeth: the run left no probe report (see its log)",
+                    f"no result: {CELL} has no usable result in {s.results}"]
+
+
+def test_a_result_of_another_suite_or_a_mode_the_cell_does_not_run_is_not_read(tmp_path):
+    s = Stored(tmp_path, BASE)  # the cell runs normal only
+    s.store("normal", NORMAL, suite="other")
+    s.store("teeth", TEETH)
+    said: list[str] = []
+    assert cal.read(cells_of(s.matrix), [s.results], said.append) == []
+    assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s",
+                    f"no result: {CELL} has no usable result in {s.results}"]
+
+
+def test_results_moved_with_their_runs_dir_are_read_and_a_lost_report_is_an_error(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL)
+    moved = tmp_path / "moved"
+    s.results.rename(moved)
+    (seen,) = cal.read(cells_of(s.matrix)[:1], [moved], print)  # its report names the old place: found under moved/
+    assert [t.nodeid for t in seen.tests] == ["t::ok", "t::f", "t::s"] and seen.result.session == f"{CELL}-normal"
+    (moved / "runs" / f"{CELL}-normal" / "r1" / "report.json").write_text('{"tests": []}')  # not a probe report
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.read(cells_of(s.matrix), [moved], print)
+    assert str(err.value) == (f"{CELL}-normal: its probe report ({s.results}/runs/{CELL}-normal/r1/report.json) cannot "
+                              "be read: calibrate reads each test's failure message and skip reason from it; copy the "
+                              "results dir whole, runs/ included")
+    (moved / f"{CELL}-normal.json").write_text("{")
+    with pytest.raises(cal.CalibrateError, match="is not JSON"):
+        cal.read(cells_of(s.matrix), [moved], print)
+    assert cal._json(moved / "nothing.json") is None and cal._json(moved / f"{CELL}-normal.json") is None
+
+
+def test_targets_refuse_a_file_calibrate_would_replace_unread(tmp_path):
+    s = Stored(tmp_path)
+    suite = s.matrix.suites["s"]
+    assert cal.targets(s.matrix, {"s": suite}, None, False) == {"s": tmp_path / "expect" / "s.toml"}
+    assert cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", False) == {"s": tmp_path / "w.toml"}
+    (tmp_path / "w.toml").write_text("")
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", False)
+    assert str(err.value) == (f"{tmp_path / 'w.toml'} exists and is not the expect file of [suite.s] (it has no "
+                              "expect_file): calibrate would replace it without reading it; pass --force to replace "
+                              "it, or --write another path")
+    assert cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", True) == {"s": tmp_path / "w.toml"}
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.targets(s.matrix, {"s": suite}, tmp_path, True)
+    assert str(err.value) == f"{tmp_path} is a directory: --write takes the .toml file to write"
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.targets(s.matrix, {"s": suite, "b": suite, "a": suite}, tmp_path / "x.toml", False)
+    assert str(err.value) == ("--write names one file, but the cells chosen run 3 suites (a, b, s): choose one suite's "
+                              "cells, or leave --write out")
+    own = dataclasses.replace(suite, expect_file="e/s.toml")
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    assert cal.targets(s.matrix, {"s": own}, None, False) == {"s": tmp_path / "e" / "s.toml"}
+    with pytest.raises(cal.CalibrateError, match=r"\(its expect_file is .*e/s.toml\)"):
+        cal.targets(s.matrix, {"s": own}, tmp_path / "w.toml", False)
+
+
+def test_a_file_that_does_not_load_is_never_written(tmp_path):
+    s = Stored(tmp_path)
+    target = tmp_path / "new" / "s.toml"
+    with pytest.raises(cal.CalibrateError) as err:
+        cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = -1\n")
+    assert str(err.value).startswith("the file calibrate wrote does not load, so nothing was written:\nort-gpu-matrix: ")
+    assert "min_passed" in str(err.value)
+    assert list(target.parent.iterdir()) == []
+    expect = cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 4\n")
+    assert expect["normal"].min_passed == 4 and target.read_text() == "[expect.normal]\nmin_passed = 4\n"  # type: ignore[union-attr]
+
+
+def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tmp_path):
+    s = Stored(tmp_path)
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.calibrate(s.matrix, [], rounds=1)
+    assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
+                              "--runs 2 or more (default 2); nothing was run")
+    assert cal._relative(s.matrix, tmp_path / "a" / "b.toml") == "a/b.toml"
+    assert cal._relative(s.matrix, Path("/elsewhere/b.toml")) == "/elsewhere/b.toml"
+
+
+def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(tmp_path):
+    text = BASE.replace('pythonpath = [".."]', 'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    s = Stored(tmp_path, text)
+    (tmp_path / "e" / "s.toml").unlink()
+    (c,) = cells_of(s.matrix)
+    said: list[str] = []
+    got = cal._as_run(s.matrix, c, said.append)
+    assert got.suite.expect_file is None and got.name == c.name
+    assert said == [f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone"]
+    (tmp_path / "e" / "s.toml").write_text("")
+    assert cal._as_run(s.matrix, c, said.append) is c and len(said) == 1
+    plain = Stored(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path)
+    (pc,) = cells_of(plain.matrix)
+    assert cal._as_run(plain.matrix, pc, said.append) is pc and len(said) == 1
+
+
+class Runner:
+    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real): each call
+    stores and returns the results of the next round, or raises what a failed build raises."""
+
+    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None):
+        self.stored, self.rounds, self.error, self.calls = stored, rounds, error, []
+
+    def __call__(self, matrix, cell, resolved, modes, posargs, env, log, echo, watch=None):
+        self.calls.append((cell.name, tuple(modes), watch))
+        if self.error is not None:
+            raise self.error
+        log(f"ran {cell.name} {len(self.calls)}")
+        for mode in modes:
+            self.stored.store(mode, self.rounds[len(self.calls) - 1], run_id=f"r{len(self.calls)}")
+        return [load(self.stored.results / f"{CELL}-{mode}.json") for mode in modes]
+
+
+def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_failure(tmp_path, monkeypatch):
+    s = Stored(tmp_path, BASE)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "passed"}},
+                        {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "failed", "message": "E: 1"}}])
+    monkeypatch.setattr(cal, "run_cell", runner)
+    logged: list[str] = []
+    out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
+    assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
+    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1",
+                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2"]
+    assert out.lines[0] == "flaky: normal t::fl: passed, failed"
+    assert "known_flaky = [" in (tmp_path / "expect" / "s.toml").read_text()
+
+
+def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwise(tmp_path, monkeypatch):
+    s = Stored(tmp_path, BASE.replace('pythons = ["', 'pythons = ["3.99", "').replace(
+        "include = [{", 'include = [{ python = "3.99", ort = "cpu", torch = "none", libs = "x" }, {'))
+    cells = cells_of(s.matrix)
+    assert [c.name for c in cells] == ["gpu-3.99-x", CELL]
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
+    monkeypatch.setattr(cal, "run_cell", runner)
+    said: list[str] = []
+    seen = cal.run(s.matrix, cells, False, said.append, print, print, 2)
+    assert said[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
+    assert [(x.cell.name, x.round) for x in seen] == [(CELL, 0), (CELL, 1)]
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.run(s.matrix, cells, True, said.append, print, print, 2)
+    assert str(err.value).startswith("gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
+    from ort_gpu_matrix.venvs import BuildError
+    monkeypatch.setattr(cal, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.run(s.matrix, cells[1:], True, said.append, print, print, 2)
+    assert str(err.value) == f"{CELL} did not run: uv failed"
+
+
+TWO_CELLS = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]').replace('pythons = ["', 'pythons = ["3.99", "').replace(
+    "include = [{", 'include = [{ python = "3.99", ort = "cpu", torch = "none", libs = "x" }, {')
+
+
+def test_read_takes_the_chosen_cells_in_mode_order_from_every_dir(tmp_path):
+    s = Stored(tmp_path, TWO_CELLS)
+    other = tmp_path / "other"
+    other.mkdir()
+    s.store("teeth", TEETH, cell="gpu-3.99-x")
+    s.store("normal", NORMAL, cell="gpu-3.99-x", into=other)
+    s.store("normal", NORMAL)  # gpu-3.11-x: not chosen
+    chosen = [c for c in cells_of(s.matrix) if c.name == "gpu-3.99-x"]
+    said: list[str] = []
+    got = cal.read(chosen, [s.results, other], said.append)
+    assert [(x.cell.name, x.mode) for x in got] == [("gpu-3.99-x", "normal"), ("gpu-3.99-x", "teeth")] and said == []
+    assert cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], said.append) == []
+    assert said == [f"no result: {CELL} has no usable result in {other}"]
+    said.clear()
+    cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], said.append)
+    assert said == [f"no result: {CELL} has no usable result in {other}, {other}"]
+
+
+def test_a_result_of_another_suite_leaves_the_next_result_read(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL, suite="other")
+    s.store("teeth", TEETH)
+    said: list[str] = []
+    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    assert [x.mode for x in got] == ["teeth"]
+    assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s"]
+
+
+def test_a_report_outside_the_results_dir_is_read_where_the_result_says(tmp_path):
+    s = Stored(tmp_path)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"tests": {"t::ok": {"outcome": "passed"}}}))
+    s.store("normal", {"t::ok": {"outcome": "passed"}}, report=str(elsewhere))
+    (seen,) = cal.read(cells_of(s.matrix), [s.results], print)
+    assert [t.nodeid for t in seen.tests] == ["t::ok"]
+
+
+def test_two_suites_cannot_share_one_write_target_and_parents_are_made(tmp_path):
+    s = Stored(tmp_path)
+    suite = s.matrix.suites["s"]
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.targets(s.matrix, {"s": suite, "b": suite}, tmp_path / "x.toml", False)
+    assert str(err.value).startswith("--write names one file, but the cells chosen run 2 suites (b, s)")
+    deep = tmp_path / "new" / "deeper" / "s.toml"
+    cal._write(s.matrix, suite, deep, "[expect.normal]\nmin_passed = 2\n")
+    assert deep.read_text() == "[expect.normal]\nmin_passed = 2\n"
+
+
+def test_still_failing_judges_teeth_with_require_cudnns_census_and_keeps_what_nothing_accepts(tmp_path):
+    s = Stored(tmp_path, BASE.replace('modes = ["normal"]', 'modes = ["normal", "require_cudnn", "teeth"]'))
+    toothless = (f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim message "
+                 "when MATH was forced: t::tl")
+    s.store("normal", {"t::f": {"outcome": "failed", "message": "E"}}, verdict=Status.FAIL)
+    s.store("require_cudnn", {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::tl": {"outcome": "passed", "sdpa": [CUDNN]}},
+            dispatch=Dispatch({"t::ok": [CUDNN], "t::tl": [CUDNN]}))
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}, "t::tl": {"outcome": "passed"}},
+            verdict=Status.FAIL, reasons=[toothless])
+    out = s.calibrate()
+    still = [line for line in out.lines if line.startswith("still failing")]
+    assert still == [f"still failing after calibration: {CELL}-normal: nothing passed"]
+
+
+def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tmp_path, monkeypatch):
+    text = TWO_CELLS + "\n[suite.s.expect.normal]\nmin_passed = 1\n"
+    s = Stored(tmp_path, text)
+    s.store("normal", NORMAL, cell="gpu-3.99-x")
+    (tmp_path / "mine.toml").write_text("# someone's\n")
+    out = cal.calibrate(s.matrix, ["gpu-3.99-x"], write=tmp_path / "mine.toml", from_dirs=[s.results], force=True)
+    assert out.written == {"s": tmp_path / "mine.toml"}
+    assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
+                            "is set in one file only)")
+    assert "min_passed" not in (tmp_path / "mine.toml").read_text()
+    monkeypatch.setattr(cal, "run_cell", lambda *a, **k: [])
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
+    assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
+                              "are above)")
+
+
+def test_calibrate_refuses_a_file_it_would_replace_unread_and_merges_the_matrix_rules_when_it_judges(tmp_path):
+    text = TWO_CELLS + '\n[suite.s.expect.normal]\nknown_failures = [{ test = "^t::f$", reason = "inline" }]\n'
+    s = Stored(tmp_path, text)
+    s.store("normal", NORMAL, verdict=Status.FAIL)
+    (tmp_path / "expect").mkdir()
+    (tmp_path / "expect" / "s.toml").write_text("# not the suite's own file\n")
+    with pytest.raises(cal.CalibrateError, match="exists and is not the expect file of"):
+        s.calibrate()
+    out = s.calibrate(force=True)
+    assert not [line for line in out.lines if line.startswith("still failing")]  # the matrix's rule accepts t::f
+    assert ("kept stale rule" not in " ".join(out.lines)) and any(
+        line.startswith("not written: normal known_failures") for line in out.lines)
+
+
+def test_a_suites_own_file_that_is_empty_is_calibrated_over(tmp_path):
+    own = BASE.replace('pythonpath = [".."]', 'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    s = Stored(tmp_path, own)
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    assert s.calibrate().written == {"s": tmp_path / "e" / "s.toml"}
