@@ -88,15 +88,15 @@ class Probe:
             self.progress = open(path, "a", buffering=1) if path else None  # closed at unconfigure
             fd = os.environ.pop(DIGEST_FD_ENV, None)  # the tests need not see it
             self.digest_fd = int(fd) if fd else None
+        try:  # before anything is patched or loaded: a refused session leaves the process as it was
+            mode = mode_of(os.environ.get(ISOLATION_ENV))
+        except ValueError as exc:
+            raise pytest.UsageError(f"ort_matrix_probe: {exc}") from None
         # applied before the initial conftests (which may import onnxruntime), else now
         loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
         self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
-        try:
-            mode = mode_of(os.environ.get(ISOLATION_ENV))
-        except ValueError as exc:
-            raise pytest.UsageError(f"ort_matrix_probe: {exc}") from None
         self.isolation = Isolation(mode, self.process_name)
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:

@@ -275,3 +275,17 @@ def test_state(pytestconfig):
     assert pytestconfig.pluginmanager.get_plugin("ort_matrix_probe.session") is probe
 ''')
     pytester.inline_run(*PLUGIN).assertoutcome(passed=1)
+
+
+def test_a_bad_isolation_mode_is_refused_before_ort_is_patched(pytester, monkeypatch):
+    """ORT_MATRIX_ISOLATION=bogus is a usage error, found before the probe patches ORT or loads libraries: a
+    refused session leaves ORT as it was (an in-process session after it is not disturbed)."""
+    monkeypatch.setenv("ORT_MATRIX_ISOLATION", "bogus")
+    monkeypatch.delenv("ORT_MATRIX_REPORT", raising=False)
+    original_run, original_init = onnxruntime.InferenceSession.run, onnxruntime.InferenceSession.__init__
+    pytester.makepyfile(test_never='def test_never():\n    pass\n')
+    result = pytester.runpytest_inprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ORT_MATRIX_ISOLATION='bogus': expected one of restore, report, off*"])
+    assert onnxruntime.InferenceSession.run is original_run
+    assert onnxruntime.InferenceSession.__init__ is original_init
