@@ -269,3 +269,33 @@ def test_tally_counts_each_kind_as_often_as_it_was_expected():
 def test_an_unconfirmed_line_names_every_check():
     u = Unconfirmed("c1", "normal", "t::a", ["test", "tier"], ["failed", "passed"])
     assert u.line() == "test, tier: c1 normal t::a: runs: failed | passed"
+
+
+def test_an_unconfirmed_record_sets_aside_only_changes_judged_against_the_same_baseline_line():
+    """`against` is the baseline line the reruns were judged against: a comparison with a baseline whose line for
+    the test is the same (or absent from both) drops the change; another line, or no baseline given, keeps it.
+    A record without `against` (older) drops as before."""
+    from ort_gpu_matrix.baseline import Baseline, ModeRecord
+    from ort_gpu_matrix.baseline import TestLine as Line
+
+    same = Runs("t::a", ["tier"], ["passed MATH", "passed FLASH_ATTENTION"], ["tier"], "passed FLASH_ATTENTION")
+    new = Runs("t::n", ["tier"], ["passed MATH", "passed"], ["tier"], "absent")
+    old = Runs("t::o", ["tier"], ["passed MATH", "passed"], ["tier"])
+    results = [result("normal", name="c1", confirmation=confirmation(same, new, old))]
+    regs = [Change("tier", "c1", "normal", t, [], [MATH]) for t in ("t::a", "t::n", "t::o")]
+
+    def kept(baseline):
+        cmp = Comparison(regressions=list(regs))
+        filter_comparison(cmp, results, baseline)
+        return [c.test for c in cmp.regressions]
+
+    def base(line_a):
+        tests = {"t::a": line_a} if line_a is not None else {}
+        return Baseline({"c1": {"normal": ModeRecord("pass", {}, tests, None, {}, {}, "all", "restore")}}, "b", "t")
+
+    assert kept(base(Line("passed", ("FLASH_ATTENTION",)))) == []  # the same line: all three set aside
+    assert kept(base(Line("passed", ("EFFICIENT_ATTENTION",)))) == ["t::a"]  # another line for t::a: it counts
+    assert kept(base(None)) == ["t::a"]  # t::a absent from this baseline, judged against a line: it counts
+    other_cell = Baseline({"c2": {"normal": ModeRecord("pass", {}, {}, None, {}, {}, "all", "restore")}}, "b", "t")
+    assert kept(other_cell) == ["t::a"]
+    assert kept(None) == ["t::a"]  # no baseline given at all
