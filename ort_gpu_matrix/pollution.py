@@ -22,10 +22,12 @@ class StateChange:
     before: str | None = None  # None: unset, or never set (ORT's default)
     after: str | None = None
 
-    def text(self) -> str:
-        label = {"env": self.name, "cwd": "the cwd", "ort_logger": f"ORT's default logger {self.name}"}.get(
+    def label(self) -> str:
+        return {"env": self.name, "cwd": "the cwd", "ort_logger": f"ORT's default logger {self.name}"}.get(
             self.what, f"{self.what} {self.name}")
-        return f"{label} {_value(self.before)} -> {_value(self.after)}"
+
+    def text(self) -> str:
+        return f"{self.label()} {_value(self.before)} -> {_value(self.after)}"
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def lines(polluters: list[Pollution]) -> list[str]:
         for what_, name in names:
             pairs = sorted({(_value(c.before), _value(c.after)) for m in members for c in m.changes
                             if (c.what, c.name) == (what_, name)})
-            label = StateChange(what_, name).text().rsplit(" (unset) -> (unset)", 1)[0]
+            label = StateChange(what_, name).label()
             what.append(f"{label} {' | '.join(f'{b} -> {a}' for b, a in pairs[:LISTED])}"
                         + (f" | and {len(pairs) - LISTED} more" if len(pairs) > LISTED else ""))
         later = max(m.later_tests for m in members)

@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .config.model import Observation, TierRule
-from .tierrules import JUDGED, Ran, breaks_of, function_of, function_regex, rule_text
+from .flakes import Seen as Ran
+from .tierrules import JUDGED, breaks_of, function_of, function_regex, rule_text
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from .config.model import TierRule
 from .expectfile import literal_regex
+from .flakes import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
 from .kernels import MATH
 
 JUDGED = ("passed", "xpassed")
@@ -34,17 +34,6 @@ GONE = "it matched no test that ran (gone, renamed or deselected)"
 # unittest `parameterized.expand` names its cases <function>_<index>[_<params>] (test_gqa_past_flash_0_b2_s1)
 _EXPAND = re.compile(r"(.+?)_[0-9]+(?:_.*)?")
 _CASES = r"(?:_[0-9]+(?:_.*)?)?(?:\[.*\])?$"  # what a function's node id may carry after its name
-
-
-class Ran(Protocol):
-    """What a rule reads of a test (verdicts.TestResult)."""
-
-    @property
-    def nodeid(self) -> str: ...
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def sdpa(self) -> tuple[str, ...]: ...
 
 
 def function_of(nodeid: str) -> str:
