@@ -132,7 +132,9 @@ def main() -> int:
                     help="no warm-up sweeps (the room is then decided without recorded peaks, unless earlier runs left some)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--teeth-workers", default="", help="e.g. 8,4,2: the scoped teeth at each -n")
-    ap.add_argument("--part", choices=["all", "cell", "sweep"], default="all",
+    ap.add_argument("--variant", action="append", default=[],
+                    help="e.g. '-n 4': the overlapped cell once more with these arguments (after one warm-up run each)")
+    ap.add_argument("--part", choices=["all", "cell", "sweep", "variants"], default="all",
                     help="cell: 1, 2, 4, 5 for the cell; sweep: 3, 4 and 6 (one device call each)")
     ap.add_argument("--out", default=str(REPO / "bench" / "one-gpu.json"))
     args = ap.parse_args()
@@ -150,6 +152,8 @@ def main() -> int:
     diffs: list[str] = []
     if args.part in ("all", "cell"):
         diffs += cell_part(args, matrix, cell, base, dirs, log, work, out)
+    if args.variant and args.part in ("all", "variants"):
+        variants_part(args, cell, base, dirs, log, out)
     if args.sweep_cells and args.part in ("all", "sweep"):
         diffs += sweep_part(args, base, dirs, log, out)
     out["figures_differ"] = diffs
@@ -192,6 +196,26 @@ def cell_part(args, matrix, cell, base, dirs, log, work, out) -> list[str]:
     print(f"one cell, three modes: {a} s overlapped vs {b} s bare: {a / b:.2f} x (target <= 1.8); "
           f"serial {s} s: {s / b:.2f} x")
     return differences(figures(dirs["serial"]), figures(dirs["auto"]))
+
+
+def variants_part(args, cell, base, dirs, log, out) -> None:
+    """The overlapped cell with other pytest arguments (-n 4: the pair's workers halved), warmed once each; and for
+    each, the bound a teeth started early would give: the pair's wall plus teeth's tests alone (its start hidden)."""
+    got: dict[str, dict] = {}
+    for text in args.variant:
+        d = dirs.setdefault(f"variant {text}", log.parent / ("variant" + text.replace(" ", "_")))
+        cmd = nox_cmd("-s", cell.name, "--", *text.split())
+        wall(cmd, env_for(d, base), log)
+        walls = [wall(cmd, env_for(d, base), log)[0] for _ in range(args.repeat)]
+        cost = start_cost(d)
+        teeth = cost.get(cell.mode_session("teeth"), {})
+        pair = max((cost.get(cell.mode_session(m), {}).get("duration_s") or 0) for m in ("normal", "require_cudnn"))
+        tests = sum(teeth.get(k) or 0 for k in ("first test (a first CUDA session: the context)", "the other tests"))
+        got[text] = {"wall_s": median(walls), "walls": walls, "pair_s": pair, "teeth_s": teeth.get("duration_s"),
+                     "teeth_tests_s": round(tests, 3), "bound_early_teeth_s": round(pair + tests, 3)}
+        print(f"variant {text!r}: cell {median(walls)} s (pair {pair} s, teeth {teeth.get('duration_s')} s of which "
+              f"tests {tests:.2f} s): with teeth's start hidden at best {pair + tests:.1f} s")
+    out["variants"] = got
 
 
 def sweep_part(args, base, dirs, log, out) -> list[str]:

@@ -36,6 +36,12 @@ CELL=gpu-3.12-sys914
     rm -rf "$BENCH_WORK"
     echo "## step 1: one cell, three modes (bare pytest, nox -s $CELL -- --slots-per-gpu 1, nox -s $CELL)"
     python3 bench/one_gpu.py --matrix $M --cell $CELL --part cell --repeat "${REPEAT:-2}" --out "$OUT/one-gpu-cells-step1.json"
+  elif [ "$STEP" = 3 ]; then
+    echo "## step 3: the overlapped cell with other -n (VARIANTS, default '-n 4' '-n 6'), each warmed once"
+    IFS=';' read -ra VS <<< "${VARIANTS:--n 4;-n 6}"
+    VA=(); for v in "${VS[@]}"; do VA+=("--variant=$v"); done
+    python3 bench/one_gpu.py --matrix $M --cell $CELL --part variants --repeat "${REPEAT:-1}" "${VA[@]}" \
+      --out "$OUT/one-gpu-cells-step3.json"
   else
     echo "## step 2: the two-cell sweep, serial (in-process) vs --gpus 0 (auto slots); the scoped teeth at -n ${TEETH_WORKERS:-8,4,2}"
     python3 bench/one_gpu.py --matrix $M --cell $CELL --part sweep --sweep-cells gpu-3.12-sys914 gpu-3.12-t919 \
