@@ -40,6 +40,7 @@ from .elf import kind
 from .errors import MatrixError
 from .expected import expected_of
 from .fsutil import mark_cache_dir
+from .handoff import HandoffError, wait_ref
 from .host import Resolved, pinned_files
 from .junit import JunitError, read
 from .modes import MODES, Mode, spec
@@ -49,7 +50,7 @@ from .overlap import Overlap, room_for, run_overlapped
 from .render.escape import term
 from .results import Result
 from .room import cores, workers_of
-from .run import RunOutcome, not_started, remove_workdir, run_mode
+from .run import EarlyAbandoned, KeepLater, RunOutcome, not_started, remove_workdir, run_mode
 from .venvs import BuildError, Venv, ensure_venv
 from .verdicts import Evidence, judge, refused, scoped, tests_of
 
@@ -67,6 +68,60 @@ def _prior(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: di
         return None
     prior = earlier.get(cell.mode_session(source.value))
     return prior if prior is not None and prior.venv.fingerprint == fingerprint else None
+
+
+class Earlier(dict[str, Result]):
+    """This process's results that a later mode reads (teeth's census), by session; and `later`: the
+    require_cudnn sessions whose census a parent hands over while this process runs (a teeth started early,
+    handoff.py), each with the file it comes in."""
+
+    def __init__(self, found: Mapping[str, Result] | None = None, later: Mapping[str, Path] | None = None) -> None:
+        super().__init__(found or {})
+        self.later = dict(later or {})
+
+
+def handed_over(args: Sequence[str]) -> dict[str, Path]:
+    """`--census-file SESSION=PATH` arguments, by session (a parent's own, so a malformed one is a bug: it says so)."""
+    out = {}
+    for arg in args:
+        session, sep, path = arg.partition("=")
+        if not sep or not session or not path:
+            raise CensusError(f"--census-file {arg!r}: expected SESSION=PATH (an argument a parent sweep gives)")
+        out[session] = Path(path)
+    return out
+
+
+def _later(earlier: Mapping[str, Result], cell: Cell, mode: str) -> Path | None:
+    source = spec(mode).coverage_from
+    if source is None or cell.suite.teeth_scope != "cudnn" or not isinstance(earlier, Earlier):
+        return None
+    return earlier.later.get(cell.mode_session(source.value))
+
+
+def _basis(results_dir: Path, session: str) -> list[str] | None:
+    """The tests a teeth's last stored run kept: what an early start collects on (its files), None if none."""
+    try:
+        last = results.load(results.current_path(results_dir, session))
+    except results.ResultError:
+        return None
+    kept = [n for n in last.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in last.outcomes)]
+    return kept or None
+
+
+def _handed(path: Path, results_dir: Path, cell: Cell, mode: str, fingerprint: dict[str, object],
+            log: Callable[[str], None]) -> Result | None:
+    """The census the parent handed over, as `_prior` would have it; None (and why, logged) where there is none."""
+    session = cell.mode_session(mode)
+    try:
+        ref, why = wait_ref(path, 2.0 * (cell.suite.timeout or 3600))
+        if ref is None:
+            log(f"{session}: no census was handed over: {why}")
+            return None
+        found = census_from_store(results_dir, ref)
+    except (HandoffError, CensusError) as exc:
+        log(f"{session}: {exc}")
+        return None
+    return _prior({found.session: found}, cell, mode, fingerprint)
 
 
 class CensusError(Exception):
@@ -176,13 +231,24 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         watch.mode_started(session)
     lock = session_lock(ws.results_dir, session, log)
     try:
+        basis = _basis(ws.results_dir, session) if _later(earlier, cell, mode) is not None else None
         results.retire_current(ws.results_dir, session)
         log(f"{session}: pytest in a private dir, LD_PRELOAD={':'.join(resolved.preload) or '(none)'}")
         workdir = new_workdir(session, log)
         try:
             prior = _prior(earlier, cell, mode, venv.fingerprint)
+            early: RunOutcome | None = None
+            if prior is None and (later := _later(earlier, cell, mode)) is not None:
+                early, prior, workdir = _run_early(cell, resolved, venv, mode, workdir, posargs, later, basis,
+                                                   ws.results_dir, echo, log)
             keep, refusal = teeth_selection(cell, mode, prior)
-            if refusal is not None:
+            if early is not None:  # it ran (or was interrupted while it waited): judged as any run is
+                outcome = early
+                verdict = judge(spec(mode).judge, cell.suite.expect[mode], evidence(outcome), resolved.pinned,
+                                str(venv.path), prior.dispatch if prior is not None else None, source,
+                                cell=cell.name)
+                verdict = scoped(verdict, cell.suite.teeth_scope, None if keep is None else len(keep))
+            elif refusal is not None:
                 log(f"{session}: not run: {refusal}")
                 outcome = not_started(workdir, refusal)
                 verdict = refused(refusal, cell.suite.teeth_scope)
@@ -219,6 +285,38 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
     if outcome.interrupt is not None:
         raise outcome.interrupt  # stored first; now stop nox, as the signal asked
     return stored
+
+
+def _run_early(cell: Cell, resolved: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
+               later: Path, basis: list[str] | None, results_dir: Path, echo: Callable[[str], None],
+               log: Callable[[str], None]) -> tuple[RunOutcome | None, Result | None, Path]:
+    """A teeth started before its census is stored: pytest collects on the files of its last run while
+    require_cudnn runs, and keeps what the handed-over census says (run.py's KeepLater). Returns (the outcome,
+    or None where nothing ran and the caller goes on as after require_cudnn; the census; the workdir to use)."""
+    session = cell.mode_session(mode)
+    got: dict[str, Result | None] = {}
+
+    def resolve() -> list[str] | None:
+        got["prior"] = prior = _handed(later, results_dir, cell, mode, venv.fingerprint, log)
+        keep, _ = teeth_selection(cell, mode, prior)
+        if keep is not None and prior is not None:
+            log(f"{session}: teeth_scope cudnn: {len(keep)} test(s) of {len(prior.outcomes)} from {prior.session} "
+                f"run {prior.run_id}")
+        return keep
+
+    if basis is None:  # no last run to start on: wait for the census, then start as after require_cudnn
+        log(f"{session}: no earlier run of it to start on: waiting for the census first")
+        return None, _handed(later, results_dir, cell, mode, venv.fingerprint, log), workdir
+    log(f"{session}: started early, on the files of its last run ({len(basis)} test(s)), while "
+        f"{cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests wait for that census")
+    try:
+        outcome = run_mode(cell, resolved, venv, mode, workdir, [*posargs, *few_workers(cell, posargs, basis, log)],
+                           echo, log, later=KeepLater(basis, resolve))
+    except EarlyAbandoned as exc:
+        log(f"{session}: the early start is given up after {exc.waited_s} s ({exc}): no test ran in it")
+        remove_workdir(workdir)
+        return None, got.get("prior"), new_workdir(session, log)
+    return outcome, got.get("prior"), workdir
 
 
 def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[str], None]) -> Resolved:

@@ -18,7 +18,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import scheduler
+from . import earlyteeth, scheduler
 from .cells import Cell
 from .config.model import Matrix
 from .modes import spec
@@ -65,9 +65,16 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     log(f"{cell.name}: {scheduler.describe(order, makespan, room.slots)}")
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    stopped = scheduler.run(order, [gpu] * room.slots, noxfile, ["--", *posargs] if posargs else [], say=log,
-                            args_for=lambda job: scheduler.census_args(job, results_dir, log),
-                            pytest_for=lambda job: room.pytest_args(own))
+    handoff = earlyteeth.plan(jobs, results_dir, cell.suite.teeth_scope, log)
+    try:  # an early teeth waits in a slot of its own beside the pair
+        stopped = scheduler.run(order, [gpu] * (room.slots + (handoff is not None)), noxfile,
+                                ["--", *posargs] if posargs else [], say=log,
+                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
+                                pytest_for=lambda job: room.pytest_args(own),
+                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+    finally:
+        if handoff is not None:
+            handoff.close()
     written: list[Result] = []
     problems: list[str] = []
     for job in jobs:

@@ -29,10 +29,11 @@ from packaging.version import Version
 import ort_matrix_probe
 from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
 from ort_matrix_probe.isolation import MODES as ISOLATIONS
+from ort_matrix_probe.keepwait import WAIT_ENV
 from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
 
 from .cells import Cell
-from .fsutil import copy_atomic
+from .fsutil import copy_atomic, write_atomic
 from .gpumem import PeakSampler
 from .host import Resolved
 from .orphans import die_with_parent
@@ -44,6 +45,24 @@ PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
 KEEP_ENV = "ORT_MATRIX_KEEP"  # the probe reads the node ids to keep from this file (a JSON list)
 STOP_GRACE_S = 10.0  # after SIGINT, how long pytest may take to write its report before SIGKILL
+
+
+@dataclass(frozen=True)
+class KeepLater:
+    """The node ids of a teeth started early (issue 24): `basis` (its last run's) narrows the files it starts on;
+    `resolve()` blocks until require_cudnn's census is stored and returns what to keep, or None: not to run."""
+
+    basis: Sequence[str]
+    resolve: Callable[[], Sequence[str] | None]
+
+
+class EarlyAbandoned(Exception):
+    """A teeth started early was stopped before any test ran: it has no census, or its census needs other
+    files than it started on (`keep`: what it needs). The caller decides what to run instead."""
+
+    def __init__(self, keep: Sequence[str] | None, waited_s: float) -> None:
+        super().__init__("no census" if keep is None else "the census needs other test files")
+        self.keep, self.waited_s = keep, waited_s
 
 
 class Interrupted(KeyboardInterrupt):
@@ -216,7 +235,7 @@ def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:
 def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
              echo: Callable[[str], None] = print, say: Callable[[str], None] = print,
              keep: Sequence[str] | None = None, given: Mapping[str, str] | None = None,
-             started_group: Callable[[int], None] | None = None) -> RunOutcome:
+             started_group: Callable[[int], None] | None = None, later: KeepLater | None = None) -> RunOutcome:
     """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses.
 
     `started_group`: told pytest's process group id once it exists, so that a caller running this in a
@@ -227,6 +246,10 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     command-line argument, and no command line grows with the number of tests.
     `given`: set over this process's environment before the mode's own, as a slot sets its GPU (gpus.slot_env):
     a confirmation rerun in the sweep's process runs under the GPU of the run it confirms.
+    `later` (instead of `keep`): a teeth started early. pytest starts on the files of `later.basis` and its
+    processes wait after collection (keepwait.py) while this waits for `later.resolve()`, then the keep file is
+    written and the tests run; the run's start, duration and timeout count from that moment. Where there is no
+    census, or it needs other files, pytest is stopped before any test and EarlyAbandoned raised.
     """
     install_probe(venv)
     ini = workdir / "pytest.ini"
@@ -237,11 +260,16 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
                 "ORT_MATRIX_DIGEST_FD": str(digest_w), ISOLATION_ENV: cell.suite.isolation, **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
     files = list(r.test_files)
+    selection = workdir / "keep.json"
     if keep is not None:
-        selection = workdir / "keep.json"
         selection.write_text(json.dumps(sorted(keep)))
         channels[KEEP_ENV] = str(selection)
         files = narrowed(files, r.suite_root, keep)
+    elif later is not None:
+        channels[KEEP_ENV] = str(selection)
+        # the processes' wait is bounded, should this engine die without stopping them (it normally does)
+        channels[WAIT_ENV] = str(2 * (cell.suite.timeout or 3600))
+        files = narrowed(files, r.suite_root, later.basis)
     suite = cell.suite
     env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels,
                             {**os.environ, **(given or {})})
@@ -275,6 +303,9 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         try:  # from here on, any interrupt stops the group that now exists, however early it comes
             pump.start()
             with sampler:
+                if later is not None:
+                    _hand_over(later, proc, selection, files, r.suite_root, list(r.test_files), say)
+                    started = time.time()  # the tests start now: what came before was require_cudnn's time
                 code = proc.wait(timeout=suite.timeout)
         except subprocess.TimeoutExpired:
             stopped = f"timed out after {suite.timeout} s"
@@ -287,6 +318,11 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
             say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; "
                 "a second Ctrl-C exits at once")
             _stop_group(proc, STOP_GRACE_S)
+        except EarlyAbandoned as exc:  # pytest was stopped before any test: nothing here is a run's witness
+            pump.join(timeout=30)
+            os.close(digest_r)
+            sink.write(f"\nort-gpu-matrix: stopped before any test ({exc}) after {exc.waited_s} s of waiting\n")
+            raise
         pump.join(timeout=30)
         if stopped:
             sink.write(f"\nort-gpu-matrix: {stopped} after {time.time() - started:.1f} s\n")
@@ -295,6 +331,20 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
     return RunOutcome(code, workdir, log, junit, report_path, report, sha, problem, _read_digest(digest_r),
                       _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt,
                       sampler.result(), dict(given or {}))
+
+
+def _hand_over(later: KeepLater, proc: subprocess.Popen[str], selection: Path, files: Sequence[str], root: str,
+               every: Sequence[str], say: Callable[[str], None]) -> None:
+    """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned."""
+    waiting = time.time()
+    keep = later.resolve()
+    waited = round(time.time() - waiting, 3)
+    if keep is not None and narrowed(every, root, keep) == list(files):
+        write_atomic(selection, json.dumps(sorted(keep)))  # renamed into place: a process never reads half of it
+        say(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
+        return
+    _stop_group(proc, STOP_GRACE_S)
+    raise EarlyAbandoned(keep, waited)
 
 
 # The report's top-level keys and their JSON types: anything else is not a report this engine reads.

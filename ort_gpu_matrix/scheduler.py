@@ -61,6 +61,7 @@ class Job:
     log: Path
     predicted_s: float | None = None  # its last known duration; None: no data (planned as the longest)
     after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
+    early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
     before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
     slot: int | None = None
     gpu: str | None = None
@@ -145,11 +146,19 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
     return jobs
 
 
+def _early(job: Job, now: float | None) -> bool:
+    """A job with `early_s` whose predecessor has run that long: it starts now and is handed the census later."""
+    after = job.after
+    return (now is not None and after is not None and job.early_s is not None and after.started > 0
+            and now >= after.started + job.early_s)
+
+
 def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
-          slot_of: dict[Job, int]) -> tuple[Job, int] | None:
-    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free."""
+          slot_of: dict[Job, int], now: float | None = None) -> tuple[Job, int] | None:
+    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `now`
+    (the real run, not the plan's simulation) lets a job start early where its `early_s` says."""
     for job in waiting:
-        if job.after is None or job.after in finished:
+        if job.after is None or job.after in finished or _early(job, now):
             preferred = slot_of.get(job.after) if job.after is not None else None
             return job, preferred if preferred is not None and preferred in free else min(free)
     return None
@@ -241,11 +250,13 @@ def _child_setup(parent: int) -> Callable[[], None]:
 def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
         say: Callable[[str], None] = print, poll_s: float = 0.2,
         args_for: Callable[[Job], Sequence[str]] = lambda job: (),
-        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None) -> str | None:
+        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None,
+        ended: Callable[[Job], None] = lambda job: None) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
     as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
     starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
     `events`, when given, is told of each start and end instead of the lines said here (and the 30 s status lines).
+    `ended(job)` is called as each child is seen to exit, before anything else starts (a census handed over).
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
@@ -264,7 +275,7 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
     saved = signal.signal(signal.SIGTERM, terminated)
     try:
         while waiting or running:
-            while free and (pick := _pick(waiting, free, finished, slot_of)) is not None:
+            while free and (pick := _pick(waiting, free, finished, slot_of, time.time())) is not None:
                 job, slot = pick
                 own = list(args_for(job))
                 waiting.remove(job)
@@ -301,6 +312,7 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
                 running.remove(job)
                 finished.add(job)
                 free.append(job.slot)
+                ended(job)
                 if events is not None:
                     events.job_ended(job)
                     continue

@@ -30,7 +30,7 @@ from .confirm import DEFAULT as CONFIRM_DEFAULT
 from .confirm import confirm
 from .errors import MatrixError, anywhere
 from .fsutil import unwritable, write_atomic
-from .harness import run_cell
+from .harness import Earlier, run_cell
 from .host import Resolved, check
 from .overlap import own_workers
 from .render import html, markdown
@@ -216,7 +216,7 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     plan = prepare(matrix, chosen, Options() if child else opts, explicit, log)
-    earlier = dict(earlier or {})
+    earlier = earlier if isinstance(earlier, Earlier) else dict(earlier or {})  # Earlier: with its handed-over censuses
     results: list[Result] = []
     errors = dict(plan.errors)
     in_slots: list[tuple[Cell, tuple[str, ...]]] = []

@@ -8,6 +8,7 @@ seconds since the epoch, so the controller's and the workers' line up:
     configured        pytest_configure: plugins loaded, options parsed
     collection_start  pytest_collection
     collected         pytest_collection_finish: every test module imported (torch, onnx, ORT with them)
+    keep_wait_start   (a teeth started early) collection done, waiting for the node ids to keep; kept: they came
     first_test_start  the first test began; first_test_end it ended (a first CUDA session pays the context)
     last_test_end     the last test ended
     finished          pytest_sessionfinish

@@ -56,6 +56,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        help="stream pytest's output and every harness line (default: one line per mode run)")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
         p.add_argument("--census", action="append", default=[], help=argparse.SUPPRESS)  # SESSION=RUN_ID, for teeth
+        # SESSION=PATH: a teeth started early reads the SESSION=RUN_ID of its require_cudnn from PATH once written
+        p.add_argument("--census-file", action="append", default=[], help=argparse.SUPPRESS)
     else:
         p.add_argument("paths", nargs="*", type=Path)
         p.add_argument("--latest", action="store_true", help="of two results for one session, keep the newer")
@@ -87,7 +89,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
         from ort_gpu_matrix.baseline import BaselineError
         from ort_gpu_matrix.gpus import GpuError, slots
-        from ort_gpu_matrix.harness import censuses
+        from ort_gpu_matrix.harness import CensusError, Earlier, censuses, handed_over
         from ort_gpu_matrix.overlap import sweep_room
         from ort_gpu_matrix.render import color, live, terminal
         from ort_gpu_matrix.room import RoomError, parse_wanted
@@ -116,12 +118,13 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
                 gpu_slots = sorted(set(gpu_slots), key=gpu_slots.index) * room.slots
             child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
                           *(["--", *pytest_args] if pytest_args else [])]
-            earlier = censuses(matrix.workspace.results_dir, args.census, session.warn)
+            earlier = Earlier(censuses(matrix.workspace.results_dir, args.census, session.warn),
+                              later=handed_over(args.census_file))
             outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
                           log=log, echo=print, slots=gpu_slots,
                           child_args=child_args, noxfile=noxfile, child=args.child,
                           earlier=earlier, room=room, display=display)
-        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError) as exc:
+        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError, CensusError) as exc:
             session.error(str(exc))
             return
         if args.child:

@@ -311,3 +311,48 @@ def test_ctrl_c_while_a_cell_waits_on_its_side_rerun_stops_it_and_still_writes_t
     assert "sweep: SIGINT during confirmation: every change counts as it was first seen" in text, text[-3000:]
     doc = json.loads((tmp_path / "results" / "sweep.json").read_text())
     assert doc["interrupted"] == "SIGINT", doc.get("interrupted")
+
+
+def marks(tmp_path, result):
+    """The probe's marks of a run's processes (timings.py), from its stored report."""
+    return json.loads((tmp_path / "results" / result["bundle"] / "report.json").read_text())["timings"]
+
+
+def teeth_process_start(tmp_path, result):
+    """When the teeth run's pytest started."""
+    return marks(tmp_path, result)["controller"]["process_start"]
+
+
+def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_once_the_census_is_stored(tmp_path, venvs):
+    """Issue 24: on a second run (durations on record), a scoped teeth's process starts while require_cudnn still
+    runs; its tests wait for the census, which is handed over only once require_cudnn's child stored it. Every
+    figure is the same as the first run's, where teeth started after require_cudnn."""
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 1, "require_cudnn": 8, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    first = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert f"{CELL}-teeth: starts after {CELL}-require_cudnn (no recorded duration of it" in first.stdout
+    before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
+    log.unlink()
+
+    second = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))
+    out = second.stdout
+    assert second.returncode == 0, out[-3000:]
+    assert f"{CELL}-teeth: starts " in out and f"s after {CELL}-require_cudnn does" in out, out[-3000:]
+    after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    rc = records(log)["x", "require_cudnn"]
+    assert teeth_process_start(tmp_path, after["teeth"]) < rc["end"]  # it started while require_cudnn slept
+    census = tmp_path / "results" / after["require_cudnn"]["bundle"] / "result.json"
+    first_test = min(m["first_test_start"] for m in marks(tmp_path, after["teeth"]).values() if m.get("first_test_start"))
+    assert census.stat().st_mtime < first_test  # yet its one test ran only after the census was stored
+    teeth_log = (tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log").read_text()
+    assert "census handed over after " in teeth_log and ": 1 test(s) to keep" in teeth_log, teeth_log[-2000:]
+    assert f"handed the census of {CELL}-require_cudnn run {after['require_cudnn']['run_id']}" in out
+    for mode in before:  # every figure as on the first run
+        for key in ("verdict", "counts", "outcomes", "dispatch", "teeth_coverage", "reasons"):
+            assert after[mode][key] == before[mode][key], (mode, key)
+    assert after["teeth"]["teeth_coverage"]["checked"] and after["teeth"]["teeth_coverage"]["bitten"] == 1
+    handed = Path(out.split("(handed over in ", 1)[1].split(")", 1)[0])
+    assert handed.name.startswith("ort-matrix-handoff-") and not handed.exists()  # its private dir, removed at the end
