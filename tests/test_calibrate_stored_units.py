@@ -5,7 +5,9 @@ tests/test_calibrate.py reached, where mutmut maps no test)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,10 @@ from unitkit import result
 from ort_gpu_matrix import calibrate as cal
 from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.host import check
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.pollution import Pollution, StateChange
+from ort_gpu_matrix.render.live import Display
 from ort_gpu_matrix.results import CellInfo, Provenance, load
 from ort_gpu_matrix.verdicts import Counts, Dispatch, Status, TeethCoverage
 
@@ -222,20 +226,39 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
 
 
 class Runner:
-    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real): each call
-    stores and returns the results of the next round, or raises what a failed build raises."""
+    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real), keeping its
+    contract: each call stores the results of the next round in the matrix's results dir and returns them, tells a
+    watch as each mode run starts and ends, echoes pytest's command (the host's interpreter, the posargs), records
+    each result in `earlier` (teeth reads its require_cudnn census there), or raises what a failed build raises."""
 
-    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None):
+    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None,
+                 teeth: dict[str, dict] | None = None, stopped: tuple[int, ...] = ()):
         self.stored, self.rounds, self.error, self.calls = stored, rounds, error, []
+        self.teeth, self.stopped = teeth, stopped
+        self.asked: list[tuple[list[str], dict]] = []  # each call's posargs and earlier runs, as given
 
-    def __call__(self, matrix, cell, resolved, modes, posargs, env, log, echo, watch=None):
+    def __call__(self, matrix, cell, resolved, modes, posargs, earlier, log, echo, watch=None):
         self.calls.append((cell.name, tuple(modes), watch))
+        self.asked.append(([*posargs], dict(earlier)))
         if self.error is not None:
             raise self.error
         log(f"ran {cell.name} {len(self.calls)}")
+        out = []
         for mode in modes:
-            self.stored.store(mode, self.rounds[len(self.calls) - 1], run_id=f"r{len(self.calls)}")
-        return [load(self.stored.results / f"{CELL}-{mode}.json") for mode in modes]
+            session = cell.mode_session(mode)
+            if watch is not None:
+                watch.mode_started(session)
+            echo(f"{session}: {resolved.interpreter} -m pytest" + "".join(f" {a}" for a in posargs))
+            tests = self.teeth if mode == "teeth" and self.teeth is not None else self.rounds[len(self.calls) - 1]
+            kw = {"stopped": "interrupted (SIGINT)"} if len(self.calls) in self.stopped else {}
+            self.stored.store(mode, tests, run_id=f"r{len(self.calls)}", cell=cell.name,
+                              into=matrix.workspace.results_dir, **kw)
+            stored = load(matrix.workspace.results_dir / f"{session}.json")
+            earlier[session] = stored
+            if watch is not None:
+                watch.mode_ended(stored)
+            out.append(stored)
+        return out
 
 
 def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_failure(tmp_path, monkeypatch):
@@ -246,8 +269,9 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
     logged: list[str] = []
     out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
-    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1",
-                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2"]
+    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1", f"{CELL}-normal: {python} -m pytest",
+                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2", f"{CELL}-normal: {python} -m pytest"]
     assert out.lines[0] == "flaky: normal t::fl: passed, failed"
     assert "known_flaky = [" in (tmp_path / "expect" / "s.toml").read_text()
 
@@ -377,3 +401,83 @@ def test_a_suites_own_file_that_is_empty_is_calibrated_over(tmp_path):
     s = Stored(tmp_path, own)
     s.store("normal", {"t::ok": {"outcome": "passed"}})
     assert s.calibrate().written == {"s": tmp_path / "e" / "s.toml"}
+
+
+# --- the runs calibrate makes, watched or not (issue 26: mutmut maps only in-process tests, and the watched
+# path is what `nox -s calibrate` takes on a terminal or with --progress)
+
+RC_TEETH = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]')
+
+
+def _took(lines: list[str]) -> list[str]:
+    return [re.sub(r"  \d+\.\d s  ", "  N s  ", line) for line in lines]
+
+
+def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_and_the_details_off_the_screen(
+        tmp_path, monkeypatch):
+    s = Stored(tmp_path, RC_TEETH)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    monkeypatch.setattr(cal, "run_cell", runner)
+    screen = io.StringIO()
+    logged: list[str] = []
+    echoed: list[str] = []
+    out = cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append, display=Display(screen))
+    assert _took(screen.getvalue().splitlines()) == [
+        f"start  {CELL}-normal  (1 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [1/4]",
+        f"start  {CELL}-teeth  (2 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [2/4]",
+        f"start  {CELL}-normal  (3 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [3/4]",
+        f"start  {CELL}-teeth  (4 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [4/4]"]
+    assert logged == [] and echoed == []  # pytest's output is in each run's pytest.log; the details in sweep.log
+    assert (s.matrix.workspace.results_dir / "sweep.log").read_text() == f"ran {CELL} 1\nran {CELL} 2\n"
+    assert [c[2] is not None for c in runner.calls] == [True, True]
+    assert out.written == {"s": tmp_path / "expect" / "s.toml"}
+
+
+def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing_added(tmp_path, monkeypatch):
+    s = Stored(tmp_path, RC_TEETH)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    monkeypatch.setattr(cal, "run_cell", runner)
+    logged: list[str] = []
+    echoed: list[str] = []
+    cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
+    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    assert logged == [f"calibrate: {CELL} (normal, teeth), run 1 of 2", f"ran {CELL} 1",
+                      f"calibrate: {CELL} (normal, teeth), run 2 of 2", f"ran {CELL} 2"]
+    assert echoed == [f"{CELL}-normal: {python} -m pytest", f"{CELL}-teeth: {python} -m pytest"] * 2
+    # the whole suite (no posargs), and no census carried over from an earlier round into the next
+    assert runner.asked == [([], {}), ([], {})] and [c[2] for c in runner.calls] == [None, None]
+    assert sorted(p.name for p in s.matrix.workspace.results_dir.glob("*.json")) == [f"{CELL}-normal.json",
+                                                                                     f"{CELL}-teeth.json"]
+
+
+def test_what_calibrate_says_while_it_runs_reaches_its_output(tmp_path, monkeypatch):
+    text = BASE.replace('pythonpath = [".."]', 'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    s = Stored(tmp_path, text)
+    (tmp_path / "e" / "s.toml").unlink()  # not written yet: the runs are judged by the matrix's tables
+    monkeypatch.setattr(cal, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
+    out = cal.calibrate(s.matrix, [], log=print, echo=print)
+    assert out.lines[:2] == [
+        f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone",
+        f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)"]
+    assert out.written == {"s": tmp_path / "e" / "s.toml"}
+
+
+CANNOT_RUN = BASE.replace("[torch.none]", '[ort.w]\nwheel = "nowhere.whl"\n\n[torch.none]').replace(
+    'pythons = ["', 'pythons = ["3.99", "').replace(
+    "include = [{", 'include = [{ python = "3.99", ort = "w", torch = "none", libs = "x" }, {')
+
+
+def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(tmp_path, monkeypatch):
+    s = Stored(tmp_path, CANNOT_RUN)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
+    monkeypatch.setattr(cal, "run_cell", runner)
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
+    assert re.fullmatch(r"gpu-3\.99-x cannot run on this host: pairing\.include\[0\]\.python: no python 3\.99 for "
+                        r"gpu-3\.99-x: [^;]*; ort\.w\.wheel: \S+/nowhere\.whl does not exist", str(err.value))
+    assert runner.calls == []  # nothing ran
+    out = cal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
+    assert out.lines[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: ")
+    assert [c[0] for c in runner.calls] == [CELL, CELL] and out.written == {"s": tmp_path / "expect" / "s.toml"}
