@@ -8,10 +8,11 @@ import dataclasses
 import io
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import BASE
+from test_bad_inputs import BASE, PY, ROOT
 from unitkit import result
 
 from ort_gpu_matrix import calibrate as cal
@@ -481,3 +482,96 @@ def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(
     out = cal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
     assert out.lines[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: ")
     assert [c[0] for c in runner.calls] == [CELL, CELL] and out.written == {"s": tmp_path / "expect" / "s.toml"}
+
+
+# --- which cells make a suite whole, and the rules each calibration keeps or drops
+
+TWO_SUITES = BASE.replace("include = [{", f'include = [{{ python = "{PY}", ort = "cpu", torch = "none", libs = "y", '
+                          'suite = "t" }, {').replace(
+    "[suite.s]", f'[libs.y]\nnone = true\n\n[suite.t]\nroot = "{ROOT}"\nfiles = ["test_allpass.py"]\npythonpath = [".."]\n\n'
+    '[suite.s]').replace(
+    '[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+OLD = '[expect.normal]\nknown_failures = [{ test = "^t::gone$", reason = "old" }]\n'
+
+
+def _own(tmp: Path, text: str, old: str = OLD) -> Stored:
+    (tmp / "e").mkdir()
+    (tmp / "e" / "s.toml").write_text(old)
+    return Stored(tmp, text)
+
+
+def test_a_suite_without_results_is_not_written_and_the_others_are_judged_by_their_own_cells(tmp_path):
+    s = _own(tmp_path, TWO_SUITES)
+    assert [(c.name, c.suite.id) for c in cells_of(s.matrix)] == [("gpu-3.11-y", "t"), (CELL, "s")]
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    out = s.calibrate()
+    assert out.written == {"s": tmp_path / "e" / "s.toml"}
+    # suite s is complete (its one cell calibrated): gpu-3.11-y runs normal too, but for suite t
+    assert out.lines == [f"no result: gpu-3.11-y has no usable result in {s.results}",
+                         "not written: [suite.t]: none of its cells left a result to calibrate from",
+                         f"dropped stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL}",
+                         f"wrote {tmp_path / 'e' / 's.toml'}: normal: min_passed 1"]
+    assert not (tmp_path / "expect").exists()
+
+
+def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_judge(tmp_path):
+    text = TWO_CELLS.replace('modes = ["normal", "teeth"]', 'modes = ["normal"]').replace(
+        '[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+    seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
+    s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    out = cal.calibrate(s.matrix, [CELL], from_dirs=[s.results])
+    assert out.lines == [
+        f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
+        f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "
+        "suite were not calibrated)",  # seen nowhere in particular: gpu-3.99-x may still need it
+        f"wrote {tmp_path / 'e' / 's.toml'}: normal: min_passed 1, 1 known_failures"]
+    written = (tmp_path / "e" / "s.toml").read_text()
+    assert "t::gone" in written and "t::was" not in written
+
+
+def test_a_function_whose_passed_case_dispatched_nothing_gets_no_tier_rule_and_calibrate_says_why(tmp_path):
+    s = Stored(tmp_path, BASE)
+    s.store("normal", {"t::fn[a]": {"outcome": "passed", "sdpa": [CUDNN]}, "t::fn[b]": {"outcome": "passed"}})
+    out = s.calibrate()
+    assert out.lines[0] == ("not written: tier rule for t::fn: 1 of its passed case(s) dispatched nothing (e.g. "
+                            "t::fn[b]), so any rule would fail them")
+    assert "tiers" not in (tmp_path / "expect" / "s.toml").read_text()
+
+
+def test_a_known_flaky_rule_is_judged_by_the_runs_of_its_own_mode(tmp_path):
+    text = RC_TEETH.replace('[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+    s = _own(tmp_path, text, '[expect.normal]\nknown_flaky = [{ test = "^t::fl$", outcomes = ["failed", "passed"], '
+                             'reason = "sometimes" }]\n')
+    s.store("normal", {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "passed"}})
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})  # teeth does not run t::fl
+    out = s.calibrate()
+    assert not [line for line in out.lines if "stale" in line]
+    normal = (tmp_path / "e" / "s.toml").read_text().split("[expect.teeth]")[0]
+    assert 'test = "^t::fl$"' in normal and f'cell = "{CELL}"' in normal.split("known_flaky")[1]
+
+
+def test_teeth_with_nothing_to_cover_is_still_failing_after_calibration(tmp_path):
+    s = Stored(tmp_path, BASE.replace('modes = ["normal"]', 'modes = ["normal", "require_cudnn", "teeth"]'))
+    s.store("require_cudnn", {"t::ok": {"outcome": "passed", "sdpa": ["MATH"]}}, dispatch=Dispatch({"t::ok": ["MATH"]}))
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    out = s.calibrate()
+    assert (f"still failing after calibration: {CELL}-teeth: require_cudnn dispatched no cuDNN test: teeth has "
+            "nothing to cover") in out.lines  # no expectation accepts it: the teeth run proves nothing
+
+
+def test_the_file_is_made_beside_its_target_whatever_the_system_temp_dir(tmp_path, monkeypatch):
+    s = Stored(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # $TMPDIR elsewhere, or gone: never used
+    target = tmp_path / "e" / "s.toml"
+    cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
+    assert target.read_text() == "[expect.normal]\nmin_passed = 3\n" and [p.name for p in target.parent.iterdir()] == ["s.toml"]
+
+
+def test_a_result_of_a_mode_this_version_does_not_know_is_left_unread(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL)
+    s.store("future", NORMAL)  # a newer tool's mode, in a shared results dir
+    said: list[str] = []
+    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    assert [x.mode for x in got] == ["normal"] and said == []
