@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import locale
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -575,3 +577,18 @@ def test_a_result_of_a_mode_this_version_does_not_know_is_left_unread(tmp_path):
     said: list[str] = []
     got = cal.read(cells_of(s.matrix), [s.results], said.append)
     assert [x.mode for x in got] == ["normal"] and said == []
+
+
+def test_the_expect_file_is_utf8_as_toml_requires_under_a_locale_that_is_not(tmp_path):
+    s = Stored(tmp_path, BASE)
+    s.store("normal", {"t::ok": {"outcome": "passed"}, "t::test_é": {"outcome": "failed", "message": "AssertionError: 1 ≠ 2"}})
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a legacy locale: Python's default text encoding is ASCII then
+    try:
+        if sys.flags.utf8_mode or locale.getpreferredencoding(False).lower().replace("-", "") == "utf8":
+            pytest.skip("this interpreter writes UTF-8 under every locale (UTF-8 mode): nothing to tell apart")
+        s.calibrate()
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+    text = (tmp_path / "expect" / "s.toml").read_bytes().decode("utf-8")
+    assert '{ test = "^t::test_é$", reason = "AssertionError: 1 ≠ 2"' in text
