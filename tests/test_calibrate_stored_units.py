@@ -1,7 +1,8 @@
 """calibrate from stored results, in-process: what `nox -s calibrate -- --from DIR` does, without nox. Results and
 probe reports are written here as the harness stores them, against a matrix file loaded by the real loader
 (issue 26: these reach calibrate's read, targets, _write and calibrate, which before only the nox runs of
-tests/test_calibrate.py reached, where mutmut maps no test)."""
+tests/test_calibrate.py reached, where mutmut maps no test). The runs calibrate makes itself (`run`, watched
+with a display or not) go through `Runner`, a stand-in for harness.run_cell that keeps its contract."""
 from __future__ import annotations
 
 import dataclasses
