@@ -1,22 +1,30 @@
 """calibrate from stored results, in-process: what `nox -s calibrate -- --from DIR` does, without nox. Results and
 probe reports are written here as the harness stores them, against a matrix file loaded by the real loader
 (issue 26: these reach calibrate's read, targets, _write and calibrate, which before only the nox runs of
-tests/test_calibrate.py reached, where mutmut maps no test)."""
+tests/test_calibrate.py reached, where mutmut maps no test). The runs calibrate makes itself (`run`, watched
+with a display or not) go through `Runner`, a stand-in for harness.run_cell that keeps its contract."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import locale
+import re
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import BASE
+from test_bad_inputs import BASE, PY, ROOT
 from unitkit import result
 
 from ort_gpu_matrix import calibrate as cal
 from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.host import check
 from ort_gpu_matrix.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.pollution import Pollution, StateChange
+from ort_gpu_matrix.render.live import Display
 from ort_gpu_matrix.results import CellInfo, Provenance, load
 from ort_gpu_matrix.verdicts import Counts, Dispatch, Status, TeethCoverage
 
@@ -222,20 +230,39 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
 
 
 class Runner:
-    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real): each call
-    stores and returns the results of the next round, or raises what a failed build raises."""
+    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real), keeping its
+    contract: each call stores the results of the next round in the matrix's results dir and returns them, tells a
+    watch as each mode run starts and ends, echoes pytest's command (the host's interpreter, the posargs), records
+    each result in `earlier` (teeth reads its require_cudnn census there), or raises what a failed build raises."""
 
-    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None):
+    def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None,
+                 teeth: dict[str, dict] | None = None, stopped: tuple[int, ...] = ()):
         self.stored, self.rounds, self.error, self.calls = stored, rounds, error, []
+        self.teeth, self.stopped = teeth, stopped
+        self.asked: list[tuple[list[str], dict]] = []  # each call's posargs and earlier runs, as given
 
-    def __call__(self, matrix, cell, resolved, modes, posargs, env, log, echo, watch=None):
+    def __call__(self, matrix, cell, resolved, modes, posargs, earlier, log, echo, watch=None):
         self.calls.append((cell.name, tuple(modes), watch))
+        self.asked.append(([*posargs], dict(earlier)))
         if self.error is not None:
             raise self.error
         log(f"ran {cell.name} {len(self.calls)}")
+        out = []
         for mode in modes:
-            self.stored.store(mode, self.rounds[len(self.calls) - 1], run_id=f"r{len(self.calls)}")
-        return [load(self.stored.results / f"{CELL}-{mode}.json") for mode in modes]
+            session = cell.mode_session(mode)
+            if watch is not None:
+                watch.mode_started(session)
+            echo(f"{session}: {resolved.interpreter} -m pytest" + "".join(f" {a}" for a in posargs))
+            tests = self.teeth if mode == "teeth" and self.teeth is not None else self.rounds[len(self.calls) - 1]
+            kw = {"stopped": "interrupted (SIGINT)"} if len(self.calls) in self.stopped else {}
+            self.stored.store(mode, tests, run_id=f"r{len(self.calls)}", cell=cell.name,
+                              into=matrix.workspace.results_dir, **kw)
+            stored = load(matrix.workspace.results_dir / f"{session}.json")
+            earlier[session] = stored
+            if watch is not None:
+                watch.mode_ended(stored)
+            out.append(stored)
+        return out
 
 
 def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_failure(tmp_path, monkeypatch):
@@ -246,8 +273,9 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
     logged: list[str] = []
     out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
-    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1",
-                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2"]
+    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1", f"{CELL}-normal: {python} -m pytest",
+                      f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2", f"{CELL}-normal: {python} -m pytest"]
     assert out.lines[0] == "flaky: normal t::fl: passed, failed"
     assert "known_flaky = [" in (tmp_path / "expect" / "s.toml").read_text()
 
@@ -377,3 +405,191 @@ def test_a_suites_own_file_that_is_empty_is_calibrated_over(tmp_path):
     s = Stored(tmp_path, own)
     s.store("normal", {"t::ok": {"outcome": "passed"}})
     assert s.calibrate().written == {"s": tmp_path / "e" / "s.toml"}
+
+
+# --- the runs calibrate makes, watched or not (issue 26: mutmut maps only in-process tests, and the watched
+# path is what `nox -s calibrate` takes on a terminal or with --progress)
+
+RC_TEETH = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]')
+
+
+def _took(lines: list[str]) -> list[str]:
+    return [re.sub(r"  \d+\.\d s  ", "  N s  ", line) for line in lines]
+
+
+def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_and_the_details_off_the_screen(
+        tmp_path, monkeypatch):
+    s = Stored(tmp_path, RC_TEETH)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    monkeypatch.setattr(cal, "run_cell", runner)
+    screen = io.StringIO()
+    logged: list[str] = []
+    echoed: list[str] = []
+    out = cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append, display=Display(screen))
+    assert _took(screen.getvalue().splitlines()) == [
+        f"start  {CELL}-normal  (1 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [1/4]",
+        f"start  {CELL}-teeth  (2 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [2/4]",
+        f"start  {CELL}-normal  (3 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [3/4]",
+        f"start  {CELL}-teeth  (4 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [4/4]"]
+    assert logged == [] and echoed == []  # pytest's output is in each run's pytest.log; the details in sweep.log
+    assert (s.matrix.workspace.results_dir / "sweep.log").read_text() == f"ran {CELL} 1\nran {CELL} 2\n"
+    assert [c[2] is not None for c in runner.calls] == [True, True]
+    assert out.written == {"s": tmp_path / "expect" / "s.toml"}
+
+
+def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing_added(tmp_path, monkeypatch):
+    s = Stored(tmp_path, RC_TEETH)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    monkeypatch.setattr(cal, "run_cell", runner)
+    logged: list[str] = []
+    echoed: list[str] = []
+    cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
+    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    assert logged == [f"calibrate: {CELL} (normal, teeth), run 1 of 2", f"ran {CELL} 1",
+                      f"calibrate: {CELL} (normal, teeth), run 2 of 2", f"ran {CELL} 2"]
+    assert echoed == [f"{CELL}-normal: {python} -m pytest", f"{CELL}-teeth: {python} -m pytest"] * 2
+    # the whole suite (no posargs), and no census carried over from an earlier round into the next
+    assert runner.asked == [([], {}), ([], {})] and [c[2] for c in runner.calls] == [None, None]
+    assert sorted(p.name for p in s.matrix.workspace.results_dir.glob("*.json")) == [f"{CELL}-normal.json",
+                                                                                     f"{CELL}-teeth.json"]
+
+
+def test_what_calibrate_says_while_it_runs_reaches_its_output(tmp_path, monkeypatch):
+    text = BASE.replace('pythonpath = [".."]', 'pythonpath = [".."]\nexpect_file = "e/s.toml"')
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "s.toml").write_text("")
+    s = Stored(tmp_path, text)
+    (tmp_path / "e" / "s.toml").unlink()  # not written yet: the runs are judged by the matrix's tables
+    monkeypatch.setattr(cal, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
+    out = cal.calibrate(s.matrix, [], log=print, echo=print)
+    assert out.lines[:2] == [
+        f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone",
+        f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)"]
+    assert out.written == {"s": tmp_path / "e" / "s.toml"}
+
+
+CANNOT_RUN = BASE.replace("[torch.none]", '[ort.w]\nwheel = "nowhere.whl"\n\n[torch.none]').replace(
+    'pythons = ["', 'pythons = ["3.99", "').replace(
+    "include = [{", 'include = [{ python = "3.99", ort = "w", torch = "none", libs = "x" }, {')
+
+
+def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(tmp_path, monkeypatch):
+    s = Stored(tmp_path, CANNOT_RUN)
+    runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
+    monkeypatch.setattr(cal, "run_cell", runner)
+    with pytest.raises(cal.CalibrateError) as err:
+        cal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
+    assert re.fullmatch(r"gpu-3\.99-x cannot run on this host: pairing\.include\[0\]\.python: no python 3\.99 for "
+                        r"gpu-3\.99-x: [^;]*; ort\.w\.wheel: \S+/nowhere\.whl does not exist", str(err.value))
+    assert runner.calls == []  # nothing ran
+    out = cal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
+    assert out.lines[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: ")
+    assert [c[0] for c in runner.calls] == [CELL, CELL] and out.written == {"s": tmp_path / "expect" / "s.toml"}
+
+
+# --- which cells make a suite whole, and the rules each calibration keeps or drops
+
+TWO_SUITES = BASE.replace("include = [{", f'include = [{{ python = "{PY}", ort = "cpu", torch = "none", libs = "y", '
+                          'suite = "t" }, {').replace(
+    "[suite.s]", f'[libs.y]\nnone = true\n\n[suite.t]\nroot = "{ROOT}"\nfiles = ["test_allpass.py"]\npythonpath = [".."]\n\n'
+    '[suite.s]').replace(
+    '[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+OLD = '[expect.normal]\nknown_failures = [{ test = "^t::gone$", reason = "old" }]\n'
+
+
+def _own(tmp: Path, text: str, old: str = OLD) -> Stored:
+    (tmp / "e").mkdir()
+    (tmp / "e" / "s.toml").write_text(old)
+    return Stored(tmp, text)
+
+
+def test_a_suite_without_results_is_not_written_and_the_others_are_judged_by_their_own_cells(tmp_path):
+    s = _own(tmp_path, TWO_SUITES)
+    assert [(c.name, c.suite.id) for c in cells_of(s.matrix)] == [("gpu-3.11-y", "t"), (CELL, "s")]
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    out = s.calibrate()
+    assert out.written == {"s": tmp_path / "e" / "s.toml"}
+    # suite s is complete (its one cell calibrated): gpu-3.11-y runs normal too, but for suite t
+    assert out.lines == [f"no result: gpu-3.11-y has no usable result in {s.results}",
+                         "not written: [suite.t]: none of its cells left a result to calibrate from",
+                         f"dropped stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL}",
+                         f"wrote {tmp_path / 'e' / 's.toml'}: normal: min_passed 1"]
+    assert not (tmp_path / "expect").exists()
+
+
+def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_judge(tmp_path):
+    text = TWO_CELLS.replace('modes = ["normal", "teeth"]', 'modes = ["normal"]').replace(
+        '[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+    seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
+    s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
+    s.store("normal", {"t::ok": {"outcome": "passed"}})
+    out = cal.calibrate(s.matrix, [CELL], from_dirs=[s.results])
+    assert out.lines == [
+        f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
+        f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "
+        "suite were not calibrated)",  # seen nowhere in particular: gpu-3.99-x may still need it
+        f"wrote {tmp_path / 'e' / 's.toml'}: normal: min_passed 1, 1 known_failures"]
+    written = (tmp_path / "e" / "s.toml").read_text()
+    assert "t::gone" in written and "t::was" not in written
+
+
+def test_a_function_whose_passed_case_dispatched_nothing_gets_no_tier_rule_and_calibrate_says_why(tmp_path):
+    s = Stored(tmp_path, BASE)
+    s.store("normal", {"t::fn[a]": {"outcome": "passed", "sdpa": [CUDNN]}, "t::fn[b]": {"outcome": "passed"}})
+    out = s.calibrate()
+    assert out.lines[0] == ("not written: tier rule for t::fn: 1 of its passed case(s) dispatched nothing (e.g. "
+                            "t::fn[b]), so any rule would fail them")
+    assert "tiers" not in (tmp_path / "expect" / "s.toml").read_text()
+
+
+def test_a_known_flaky_rule_is_judged_by_the_runs_of_its_own_mode(tmp_path):
+    text = RC_TEETH.replace('[suite.s]\nroot', '[suite.s]\nexpect_file = "e/s.toml"\nroot')
+    s = _own(tmp_path, text, '[expect.normal]\nknown_flaky = [{ test = "^t::fl$", outcomes = ["failed", "passed"], '
+                             'reason = "sometimes" }]\n')
+    s.store("normal", {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "passed"}})
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})  # teeth does not run t::fl
+    out = s.calibrate()
+    assert not [line for line in out.lines if "stale" in line]
+    normal = (tmp_path / "e" / "s.toml").read_text().split("[expect.teeth]")[0]
+    assert 'test = "^t::fl$"' in normal and f'cell = "{CELL}"' in normal.split("known_flaky")[1]
+
+
+def test_teeth_with_nothing_to_cover_is_still_failing_after_calibration(tmp_path):
+    s = Stored(tmp_path, BASE.replace('modes = ["normal"]', 'modes = ["normal", "require_cudnn", "teeth"]'))
+    s.store("require_cudnn", {"t::ok": {"outcome": "passed", "sdpa": ["MATH"]}}, dispatch=Dispatch({"t::ok": ["MATH"]}))
+    s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
+    out = s.calibrate()
+    assert (f"still failing after calibration: {CELL}-teeth: require_cudnn dispatched no cuDNN test: teeth has "
+            "nothing to cover") in out.lines  # no expectation accepts it: the teeth run proves nothing
+
+
+def test_the_file_is_made_beside_its_target_whatever_the_system_temp_dir(tmp_path, monkeypatch):
+    s = Stored(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # $TMPDIR elsewhere, or gone: never used
+    target = tmp_path / "e" / "s.toml"
+    cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
+    assert target.read_text() == "[expect.normal]\nmin_passed = 3\n" and [p.name for p in target.parent.iterdir()] == ["s.toml"]
+
+
+def test_a_result_of_a_mode_this_version_does_not_know_is_left_unread(tmp_path):
+    s = Stored(tmp_path)
+    s.store("normal", NORMAL)
+    s.store("future", NORMAL)  # a newer tool's mode, in a shared results dir
+    said: list[str] = []
+    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    assert [x.mode for x in got] == ["normal"] and said == []
+
+
+def test_the_expect_file_is_utf8_as_toml_requires_under_a_locale_that_is_not(tmp_path):
+    s = Stored(tmp_path, BASE)
+    s.store("normal", {"t::ok": {"outcome": "passed"}, "t::test_é": {"outcome": "failed", "message": "AssertionError: 1 ≠ 2"}})
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # a legacy locale: Python's default text encoding is ASCII then
+    try:
+        if sys.flags.utf8_mode or locale.getpreferredencoding(False).lower().replace("-", "") == "utf8":
+            pytest.skip("this interpreter writes UTF-8 under every locale (UTF-8 mode): nothing to tell apart")
+        s.calibrate()
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+    text = (tmp_path / "expect" / "s.toml").read_bytes().decode("utf-8")
+    assert '{ test = "^t::test_é$", reason = "AssertionError: 1 ≠ 2"' in text
