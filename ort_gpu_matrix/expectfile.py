@@ -190,7 +190,9 @@ def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
         if t.skips is not None:
             lines.append("allowed_skips = [")
             for sk in t.skips:
-                pattern = long_string(sk.pattern, "    ", LINE - 8)
+                # room for the pattern beside its comma and the shortest note (20, _note): else a pattern
+                # of about 270 characters kept on its line pushed the line past LINE
+                pattern = long_string(sk.pattern, "    ", LINE - 29)
                 lines += f"    {pattern},  # {_note(sk.note, len(pattern.splitlines()[-1]) + 9)}".split("\n")
             lines.append("]")
         apart: list[tuple[str, Sequence[Rule | FlakyRule | TierRule]]] = []

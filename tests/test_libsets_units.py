@@ -180,3 +180,43 @@ def test_a_failed_install_shows_the_installers_last_lines_stderr_included(env):
     assert str(err.value) == (f"libs set p: `{shlex.join(cmd[:4])} ...` failed with exit {again.returncode}:\n"
                               + "\n".join(lines[-15:]))
     assert cmd[:4] == [find_uv(), "pip", "install", "--link-mode=copy"]
+
+
+def test_a_requirement_the_installer_cannot_parse_is_a_build_error_naming_the_step(env):
+    """A typo in pip (`=` for `==`) fails before the installer makes the set's dir: still a BuildError that
+    names the set and the step, not a traceback from cleaning up a dir that is not there."""
+    matrix, house = env
+    with pytest.raises(BuildError, match=r"libs set p: `.*` failed with exit \d+:\n.*nvidia-cudnn-cu13=9\.1"):
+        ensure(matrix, house, ["nvidia-cudnn-cu13=9.1"])
+    assert not any((matrix.workspace.venvs_dir / ".libs").glob("p-*/"))
+
+
+def sdist_that_fails_to_build(house: Path, name: str, lines: int) -> str:
+    """An sdist whose in-tree build backend prints `lines` numbered lines and fails: a long installer output."""
+    import io
+    import tarfile
+    dist = name.replace("-", "_")
+    files = {
+        "pyproject.toml": f'[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+                          f'[project]\nname = "{name}"\nversion = "1.0"\n',
+        "backend.py": f"import sys\ndef build_wheel(*a, **k):\n    for i in range({lines}):\n"
+                      f"        print(f'backend line {{i}}', file=sys.stderr)\n    raise SystemExit(3)\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+    }
+    with tarfile.open(house / f"{dist}-1.0.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{dist}-1.0/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return f"{name}==1.0"
+
+
+def test_a_long_installer_failure_is_cut_to_its_last_fifteen_lines(env):
+    matrix, house = env
+    with pytest.raises(BuildError) as err:
+        ensure(matrix, house, [sdist_that_fails_to_build(house, "nvidia-loud", 40)])
+    head, *tail = str(err.value).split("\n")
+    assert head.startswith("libs set p: `") and head.endswith("failed with exit 1:")
+    assert len(tail) == 15 and "backend line 39" in str(err.value) and "backend line 0\n" not in str(err.value)
+    assert not any((matrix.workspace.venvs_dir / ".libs").glob("p-*/"))

@@ -257,3 +257,54 @@ def test_render_keeps_lines_within_the_limit_and_every_required_field():
     exact = ef.ModeTable("normal", rules={"known_failures": [Rule("x" * (ef.LINE - 32), "r")]})
     assert len(ef._rule(exact.rules["known_failures"][0])) == ef.LINE
     assert "known_failures = [" in ef.render([], [exact])  # a line of exactly LINE characters stays inline
+
+
+def _longest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def test_a_kept_list_stays_on_its_line_exactly_while_the_line_fits():
+    """A key kept from the old file (forbid_kernels) is written on one line of at most LINE characters, and one
+    character more breaks it into one item a line; an item too long for its own line is continued."""
+    room = ef.LINE - len("forbid_kernels = ")
+    fits = ef.ModeTable("normal", kept={"forbid_kernels": ("K" * (room - 4),)})  # ["K...K"]: exactly the room
+    assert ef.render([], [fits]).splitlines()[2] == f'forbid_kernels = ["{"K" * (room - 4)}"]'
+    assert _longest(ef.render([], [fits])) == ef.LINE
+    over = ef.ModeTable("normal", kept={"forbid_kernels": ("K" * (room - 3),)})
+    assert ef.render([], [over]).splitlines()[2:5] == ["forbid_kernels = [", f'    "{"K" * (room - 3)}",', "]"]
+    item = ef.LINE - len('    "",') - 1  # the longest item kept whole on its own line (a line of LINE - 1)
+    both = ef.ModeTable("normal", kept={"forbid_kernels": ("A" * item, "B" * (item + 1))})
+    text = ef.render([], [both])
+    assert text.splitlines()[3] == f'    "{"A" * item}",' and text.splitlines()[4] == '    """\\'
+    assert _longest(text) <= ef.LINE
+    assert tomllib.loads(text)["expect"]["normal"]["forbid_kernels"] == ["A" * item, "B" * (item + 1)]
+
+
+def test_a_skip_pattern_and_its_note_share_the_line_and_never_pass_the_limit():
+    """The pattern stays on its line while it fits beside its comma and the shortest note; the note beside it
+    is cut to the room left. A pattern of about 270 characters once pushed its line past LINE."""
+    note_room = ef.LINE - len('    "no GPU",  # ') - 4
+    whole, cut = "n" * note_room, "n" * (note_room + 1)
+    t = ef.ModeTable("normal", skips=[ef.Skip("no GPU", whole), ef.Skip("no CPU", cut)])
+    lines = ef.render([], [t]).splitlines()
+    assert lines[3] == f'    "no GPU",  # {whole}'
+    assert lines[4] == f'    "no CPU",  # {cut[:note_room - 1]}…'  # one character over: cut, and marked
+    note = "c1: 1 test(s), c2: 1 test(s), c3: 1 test(s)"
+    widest = ef.LINE - len('    "",  # ') - 20  # the longest pattern kept on its line: a 20-character note beside it
+    for n in range(widest - 30, widest + 30):
+        text = ef.render([], [ef.ModeTable("normal", skips=[ef.Skip("s" * n, note)])])
+        assert _longest(text) <= ef.LINE, n
+        assert (text.splitlines()[3].startswith('    """')) == (n > widest), n
+        assert tomllib.loads(text)["expect"]["normal"]["allowed_skips"] == ["s" * n]
+
+
+def test_a_rule_whose_regex_is_empty_keeps_its_test_key_in_the_table_form(tmp_path):
+    """`test = ""` matches every test: a rule kept with it, written as a table (its reason is too long for one
+    line), must load back as the same rule, not lose the key the loader requires."""
+    from ort_gpu_matrix.config.loader import suite_expect
+    long = "AssertionError: " + "x" * 300
+    path = tmp_path / "expect.toml"
+    path.write_text(ef.render([], [ef.ModeTable("normal", rules={"known_failures": [Rule("", long)]})]))
+    (tmp_path / "matrix.toml").write_text("")
+    assert '\ntest = ""\n' in path.read_text()
+    assert suite_expect(tmp_path / "matrix.toml", "s", path)["normal"].known_failures == (Rule("", long),)

@@ -299,3 +299,19 @@ def test_an_unconfirmed_record_sets_aside_only_changes_judged_against_the_same_b
     other_cell = Baseline({"c2": {"normal": ModeRecord("pass", {}, {}, None, {}, {}, "all", "restore")}}, "b", "t")
     assert kept(other_cell) == ["t::a"]
     assert kept(None) == ["t::a"]  # no baseline given at all
+
+
+def test_a_pass_that_broke_a_tier_rule_is_unexpected_and_only_that_pass():
+    """The grid marks red exactly the tests the tier rules failed: the broken pass (and xpass), never the other
+    passes of the run, whether the result recorded `expected` or was stored before it did."""
+    rule = TierRule("t::b", (CUDNN,))
+    breaks = [tierrules.Break(rule, "t::b", (MATH,)).to_dict("normal"),
+              tierrules.Break(rule, "t::bx", (MATH,)).to_dict("normal")]
+    outcomes = {"t::b": "passed", "t::bx": "xpassed", "t::ok": "passed", "t::f": "failed"}
+    for expected in ({"t::f": ex.KNOWN_FAILURE}, None):
+        r = result("normal", outcomes, expected=expected, tier_breaks=breaks)
+        got = {t: ex.state(r, t) for t in outcomes}
+        assert got["t::b"] == got["t::bx"] == (ex.UNEXPECTED, None)
+        assert got["t::ok"] == (ex.OK, None)
+    assert ex.tally_text(result("normal", outcomes, expected={"t::f": ex.KNOWN_FAILURE}, tier_breaks=breaks)) == \
+        "unexpected 2; expected 1 known failure"
