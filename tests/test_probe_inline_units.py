@@ -290,3 +290,45 @@ def test_under_xdist_the_report_names_the_onnxruntime_the_workers_imported(pytes
     data = json.loads(report.read_text())
     assert [(a["process"], a["onnxruntime_version"]) for a in data["audits"]] == [("gw0", None)]
     assert data["provenance"]["ort_imported_version"] == onnxruntime.__version__
+
+
+def test_a_teeth_started_early_waits_for_its_keep_file_and_a_file_that_never_comes_is_a_usage_error(pytester, monkeypatch):
+    """Issue 24: with ORT_MATRIX_KEEP_WAIT_S, the processes collect, then wait for the keep file the engine writes
+    once require_cudnn's census is stored; the marks say when the wait began and ended. A file that never comes
+    stops the run as a usage error naming the file and the bound, never a run of every test."""
+    import threading
+    pytester.makepyfile(test_wait='''
+def test_kept():
+    pass
+
+def test_dropped():
+    pass
+''')
+    report, keep = pytester.path / "report.json", pytester.path / "keep.json"
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+    monkeypatch.setenv("ORT_MATRIX_KEEP", str(keep))
+    monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "30")
+    for name in ("ORT_MATRIX_PROGRESS", "ORT_MATRIX_DIGEST_FD", "ORT_MATRIX_CUDA_OPTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    late = threading.Timer(0.6, lambda: keep.write_text(json.dumps(["test_wait.py::test_kept"])))
+    late.start()
+    try:
+        rec = pytester.inline_run(*PLUGIN)
+    finally:
+        late.cancel()
+    rec.assertoutcome(passed=1)
+    marks = json.loads(report.read_text())["timings"]["controller"]
+    assert 0.5 <= marks["kept"] - marks["keep_wait_start"] < 20  # it waited for the file, then went on at once
+    assert marks["keep_wait_start"] <= marks["kept"] <= marks["first_test_start"]
+
+    keep.unlink()
+    report.unlink()
+    monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "0.3")
+    result = pytester.runpytest_inprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*ort_matrix_probe: the node ids to keep did not arrive in {keep} within 0.3 s*"])
+    assert "passed" not in result.stdout.str()  # no test ran
+    monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "soon")
+    result = pytester.runpytest_inprocess(*PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ORT_MATRIX_KEEP_WAIT_S='soon' is not a number of seconds*"])
