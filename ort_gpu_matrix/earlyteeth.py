@@ -1,59 +1,45 @@
-"""When a cell session's teeth starts early, so that its start is paid while require_cudnn still runs.
+"""When a cell session's scoped teeth starts with the pair, so that its start is paid while require_cudnn runs.
 
 A scoped teeth runs a third of the tests, so its start (interpreter, torch, ORT, collection) is most of it:
-6.9 of 12.2 s on the H200 (docs/evidence/one-gpu-cells-h200.md). It cannot run a test before require_cudnn's
+6.0 of 10.8 s on the H200 (docs/evidence/one-gpu-cells-h200.md). It cannot run a test before require_cudnn's
 census is stored, but it can start before: its processes collect, then wait (the probe's keepwait.py) for the
 census its parent hands over (handoff.py) the moment require_cudnn's child exits.
 
-When: `early_s` after require_cudnn started = its last duration less teeth's last start, less a margin, so
-that teeth's start falls in require_cudnn's last seconds, when its workers are running out of tests and
-its collection is long done, rather than beside the pair's own collection (the CPU-heavy part of every
-start). Only on the data of a second run: without both figures on record, teeth waits as before (a first
-run also has no last teeth run whose files it could start on). Only for `teeth_scope = "cudnn"`: an
-unscoped teeth runs every test and has no start worth hiding.
+So a cell of normal, require_cudnn and a scoped teeth counts as three runs at once where the host has room
+(room.py: the GPU's memory for three peaks, and the cores for three runs' workers, each -n cut to its share).
+Measured on the H200 first, before this: starting teeth in require_cudnn's last seconds, beside the pair's
+-n 8 + 8 on 16 cores, left no core for its collection, which then ended after the census came, hiding
+nothing; and the pair at -n 4 or 5 each ran faster than at 8 + 8 (24.5 s against 27.0 s). Three runs of
+-n 5 fill 15 of the 16 cores and never oversubscribe them.
+
+Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would not wait, it would compete.
 """
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import scheduler
+from .cells import Cell
 from .handoff import Handoff
-from .results import ResultError, current_path, load
-
-MARGIN_S = 1.0  # teeth is ready a little before the census, rather than the census waiting for teeth
+from .modes import Mode
 
 
-def last_start_s(results_dir: Path, session: str) -> float | None:
-    """Seconds from the session's last run's process start to the moment its tests could run: the first test's
-    start in a run that waited for nothing, the start of its wait in one that started early (timings.py)."""
-    try:
-        r = load(current_path(results_dir, session))
-        marks = json.loads((Path(r.bundle or "") / "report.json").read_text()).get("timings") or {}
-        t0 = marks["controller"]["process_start"]
-        ready = [m.get("keep_wait_start") or m.get("first_test_start") for m in marks.values()]
-        ready = [x for x in ready if isinstance(x, (int, float))]
-        return round(max(ready) - t0, 3) if ready and isinstance(t0, (int, float)) else None
-    except (ResultError, OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+def possible(cell: Cell, modes: Sequence[str]) -> bool:
+    """A cell whose teeth could start with the pair: scoped, and its require_cudnn in the same session."""
+    return (cell.suite.teeth_scope == "cudnn" and Mode.TEETH.value in modes
+            and Mode.REQUIRE_CUDNN.value in modes)
 
 
-def plan(jobs: list[scheduler.Job], results_dir: Path, scope: str, log: Callable[[str], None]) -> Handoff | None:
-    """Set `early_s` on the teeth job where its start can be hidden; its Handoff, or None (teeth waits as before)."""
+def plan(jobs: list[scheduler.Job], slots: int, log: Callable[[str], None]) -> Handoff | None:
+    """With room for every run at once, let teeth start with the pair (`early_s` 0); its Handoff, else None."""
     teeth = next((j for j in jobs if j.after is not None), None)
-    if teeth is None or teeth.after is None or scope != "cudnn":
+    if teeth is None or teeth.after is None or teeth.cell.suite.teeth_scope != "cudnn" or slots < len(jobs):
         return None
-    rc_s, start_s = teeth.after.predicted_s, last_start_s(results_dir, teeth.session)
-    if rc_s is None or start_s is None:
-        log(f"{teeth.session}: starts after {teeth.after.session} (no recorded "
-            f"{'duration of it' if rc_s is None else 'start of teeth'} to time an early start by)")
-        return None
-    teeth.early_s = round(max(0.0, rc_s - start_s - MARGIN_S), 1)
+    teeth.early_s = 0.0
     handoff = Handoff()
-    log(f"{teeth.session}: starts {teeth.early_s} s after {teeth.after.session} does ({teeth.after.session} last "
-        f"took {rc_s} s, teeth's start {start_s} s): its processes collect meanwhile and run once the census is "
-        f"stored (handed over in {handoff.dir})")
+    log(f"{teeth.session}: starts with {teeth.after.session}: its processes collect meanwhile, and its tests run "
+        f"once that census is stored (handed over in {handoff.dir})")
     return handoff
 
 

@@ -49,11 +49,13 @@ def at_once(modes: Sequence[str]) -> int:
 
 
 def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], wanted: int | None) -> Room:
-    """The room for this cell's modes on the GPU this process was given, from what the host has now."""
+    """The room for this cell's modes on the GPU this process was given, from what the host has now. A scoped
+    teeth may be a third run at once (earlyteeth.py): it starts with the pair and waits for its census."""
     n = cores()
     peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
-    return decide(wanted, cell.suite.slots_per_gpu, at_once(modes), n, workers_of([*cell.suite.pytest_args, *posargs], n),
-                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
+    together = len(modes) if earlyteeth.possible(cell, modes) else at_once(modes)
+    return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
+                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks, auto_most=max(together, 2))
 
 
 def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], room: Room,
@@ -65,9 +67,9 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     log(f"{cell.name}: {scheduler.describe(order, makespan, room.slots)}")
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    handoff = earlyteeth.plan(jobs, results_dir, cell.suite.teeth_scope, log)
-    try:  # an early teeth waits in a slot of its own beside the pair
-        stopped = scheduler.run(order, [gpu] * (room.slots + (handoff is not None)), noxfile,
+    handoff = earlyteeth.plan(jobs, room.slots, log)
+    try:
+        stopped = scheduler.run(order, [gpu] * room.slots, noxfile,
                                 ["--", *posargs] if posargs else [], say=log,
                                 args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
                                 pytest_for=lambda job: room.pytest_args(own),

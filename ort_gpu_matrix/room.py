@@ -60,8 +60,17 @@ def workers_of(args: Sequence[str], cores: int) -> int:
     return max(1, int(found)) if found.isdigit() else 1
 
 
+CORES_ENV = "MATRIX_CORES"  # the cores to plan with, where a CPU quota gives fewer than the affinity shows
+
+
 def cores() -> int:
-    """The cores this process may run on (its affinity, not the machine's count)."""
+    """The cores this process may run on (its affinity, not the machine's count), or MATRIX_CORES where set:
+    a container's CPU quota can give fewer cores than its affinity lists."""
+    given = os.environ.get(CORES_ENV)
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise RoomError(f"{CORES_ENV}={given!r}: give a whole number of cores, 1 or more, or unset it")
+        return int(given)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -101,11 +110,12 @@ class Room:
 
 
 def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, workers: int,
-           memory: tuple[int, int] | str, peaks: Sequence[int | None], gpus: int = 1) -> Room:
+           memory: tuple[int, int] | str, peaks: Sequence[int | None], gpus: int = 1, auto_most: int = AUTO_MOST) -> Room:
     """The room on each of `gpus` GPUs (they share the cores) for runs of `workers` pytest processes each.
 
     `runs_at_once`: the most that could run together (2 for a cell of three modes); `peaks`: the last
     recorded peak GPU memory (MiB) of each run that may share a GPU, None where none was recorded.
+    `auto_most`: the most runs chosen unasked (3 for a cell whose scoped teeth can start with the pair).
     """
     why: list[str] = []
     most = max(1, runs_at_once)
@@ -119,7 +129,7 @@ def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, 
         free, total = memory
         need = sorted((p if p is not None else total // UNKNOWN_SHARE for p in peaks), reverse=True) or [0]
         slots, used = 0, MARGIN_MIB
-        for n in need[:min(most, AUTO_MOST)]:
+        for n in need[:min(most, auto_most)]:
             if used + n > free and slots >= 1:
                 break
             used, slots = used + n, slots + 1
@@ -131,8 +141,8 @@ def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, 
             seen += f", {unknown} run(s) without one counted as {total // UNKNOWN_SHARE} MiB"
         elif unknown:
             seen += f" (each run counted as {total // UNKNOWN_SHARE} MiB, a quarter of the GPU)"
-        why.append(f"GPU {free} of {total} MiB free, {seen}: {slots} fit" + (f" (at most {AUTO_MOST} unasked)"
-                                                                             if most > AUTO_MOST else ""))
+        why.append(f"GPU {free} of {total} MiB free, {seen}: {slots} fit" + (f" (at most {auto_most} unasked)"
+                                                                             if most > auto_most else ""))
     if cap is not None and slots > cap:
         slots = cap
         why.append(f"the suite caps it at slots_per_gpu = {cap}")

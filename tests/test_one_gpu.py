@@ -209,6 +209,9 @@ def test_the_room_decision():
     assert decide(None, None, 2, 16, 8, free, [60000, 50000]).slots == 1  # the last peaks do not fit together
     assert decide(None, None, 2, 16, 8, free, [40000, 50000]).slots == 2
     assert decide(None, None, 3, 64, 1, free, [1, 1, 1]).slots == 2  # never more than two unasked
+    three = decide(None, None, 3, 16, 8, free, [7000, 7000, 5000], auto_most=3)  # a scoped teeth with the pair
+    assert (three.slots, three.workers) == (3, 5) and "3 runs of -n 8 would need 24 of 16 cores: -n 5 each" in three.why
+    assert decide(None, None, 3, 16, 8, free, [50000, 40000, 30000], auto_most=3).slots == 2  # memory for two only
     assert decide(3, None, 3, 64, 1, "no GPU", []).slots == 3  # asked for
     assert decide(2, 1, 2, 64, 1, free, []).slots == 1  # the suite's cap wins
     assert decide(2, None, 1, 64, 1, free, []).slots == 1  # require_cudnn and teeth: one waits on the other
@@ -324,23 +327,26 @@ def teeth_process_start(tmp_path, result):
 
 
 def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_once_the_census_is_stored(tmp_path, venvs):
-    """Issue 24: on a second run (durations on record), a scoped teeth's process starts while require_cudnn still
-    runs; its tests wait for the census, which is handed over only once require_cudnn's child stored it. Every
-    figure is the same as the first run's, where teeth started after require_cudnn."""
+    """Issue 24: where there is room for three runs, a scoped teeth's process starts with the pair, collects on the
+    files of its last run, and its tests wait for the census, handed over only once require_cudnn's child stored
+    it. On a first run there is no last run to collect on: it waits, then starts. Every figure is the same."""
     log = tmp_path / "slots.jsonl"
     m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 1, "require_cudnn": 8, "teeth": 0}})
     edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
-    first = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}  # memory and cores for three runs of -n 1
+    first = cell_session(tmp_path, venvs, env=env)
     assert first.returncode == 0, first.stdout[-3000:]
-    assert f"{CELL}-teeth: starts after {CELL}-require_cudnn (no recorded duration of it" in first.stdout
+    assert f"nox > {CELL}: overlapping: 3 mode run(s) at once on one GPU (" in first.stdout, first.stdout[-3000:]
+    assert f"{CELL}-teeth: starts with {CELL}-require_cudnn: its processes collect meanwhile" in first.stdout
+    first_log = (tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log").read_text()
+    assert "no earlier run of it to start on: waiting for the census first" in first_log  # nothing to collect on
     before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
     log.unlink()
 
-    second = cell_session(tmp_path, venvs, env=fake_gpu(tmp_path))
+    second = cell_session(tmp_path, venvs, env=env)
     out = second.stdout
     assert second.returncode == 0, out[-3000:]
-    assert f"{CELL}-teeth: starts " in out and f"s after {CELL}-require_cudnn does" in out, out[-3000:]
     after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     rc = records(log)["x", "require_cudnn"]
     assert teeth_process_start(tmp_path, after["teeth"]) < rc["end"]  # it started while require_cudnn slept
@@ -356,3 +362,13 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
     assert after["teeth"]["teeth_coverage"]["checked"] and after["teeth"]["teeth_coverage"]["bitten"] == 1
     handed = Path(out.split("(handed over in ", 1)[1].split(")", 1)[0])
     assert handed.name.startswith("ort-matrix-handoff-") and not handed.exists()  # its private dir, removed at the end
+
+
+def test_matrix_cores_sets_the_cores_the_room_counts_and_a_bad_value_says_how_to_fix_it(monkeypatch):
+    from ort_gpu_matrix.room import RoomError, cores
+    monkeypatch.setenv("MATRIX_CORES", "12")
+    assert cores() == 12
+    for bad in ("0", "many", "-3"):
+        monkeypatch.setenv("MATRIX_CORES", bad)
+        with pytest.raises(RoomError, match=f"MATRIX_CORES='{bad}': give a whole number of cores, 1 or more, or unset it"):
+            cores()
