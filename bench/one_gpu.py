@@ -70,8 +70,15 @@ def figures(results: Path) -> dict[str, dict]:
             continue
         if not isinstance(r, dict) or "session" not in r:
             continue
+        # tiers: which tiers each test dispatched, and the tests per tier. How many SdpaKernel lines a test printed
+        # (1 or 2 of the same tier) varies between two serial runs alike (docs/evidence/one-gpu-cells-h200.md)
+        tests = r["dispatch"]["tests"]
         out[r["session"]] = {"verdict": r["verdict"], "counts": r["counts"], "outcomes": r.get("outcomes"),
-                             "tiers": r["dispatch"], "teeth_coverage": r.get("teeth_coverage")}
+                             "tiers": {k: sorted(set(v)) for k, v in tests.items()},
+                             "tests_per_tier": r["dispatch"].get("tests_per_tier"),
+                             # a reason lists its failures in the order they ended, which xdist's schedule sets
+                             "reasons": sorted(p for x in r.get("reasons") or [] for p in x.split("; ")),
+                             "teeth_coverage": r.get("teeth_coverage")}
     return out
 
 
@@ -157,7 +164,7 @@ def main() -> int:
     if args.sweep_cells and args.part in ("all", "sweep"):
         diffs += sweep_part(args, base, dirs, log, out)
     out["figures_differ"] = diffs
-    print("figures (verdicts, counts, outcomes, tiers, teeth coverage), overlapped vs serial: "
+    print("figures (verdicts, reasons, counts, outcomes, tiers of each test, tests per tier, teeth coverage), overlapped vs serial: "
           + ("SAME" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
     out["start_cost"] = {k: start_cost(d) for k, d in dirs.items() if d.exists()}
     for session, row in out["start_cost"].get("serial", {}).items():  # type: ignore[union-attr]
