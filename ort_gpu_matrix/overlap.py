@@ -55,7 +55,7 @@ def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence
     peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
     together = len(modes) if earlyteeth.possible(cell, modes) else at_once(modes)
     return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
-                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks, auto_most=max(together, 2))
+                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
 
 
 def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], room: Room,

@@ -23,7 +23,10 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-AUTO_MOST = 2  # runs per GPU chosen unasked: a cell has two independent modes; more is asked for, not guessed
+# runs per GPU chosen unasked: on the H200, three runs with -n cut to a third of the cores (5 + 5 + 5 of 16) beat
+# two of -n 8 (docs/evidence/one-gpu-cells-h200.md); a cell has three only with a scoped teeth started with its
+# pair (earlyteeth.py), a sweep has more. More than three is asked for (--slots-per-gpu N), not guessed.
+AUTO_MOST = 3
 MARGIN_MIB = 2048  # kept free beyond the runs' peaks: the CUDA context and allocator slack of a new process
 UNKNOWN_SHARE = 4  # a run with no recorded peak counts as 1/UNKNOWN_SHARE of the GPU's memory
 

@@ -208,10 +208,10 @@ def test_the_room_decision():
     assert (serial.slots, serial.workers) == (1, None)  # -n 3 each would halve them or worse: serial, own -n
     assert decide(None, None, 2, 16, 8, free, [60000, 50000]).slots == 1  # the last peaks do not fit together
     assert decide(None, None, 2, 16, 8, free, [40000, 50000]).slots == 2
-    assert decide(None, None, 3, 64, 1, free, [1, 1, 1]).slots == 2  # never more than two unasked
-    three = decide(None, None, 3, 16, 8, free, [7000, 7000, 5000], auto_most=3)  # a scoped teeth with the pair
+    assert decide(None, None, 4, 64, 1, free, [1, 1, 1, 1]).slots == 3  # never more than three unasked
+    three = decide(None, None, 3, 16, 8, free, [7000, 7000, 5000])  # a scoped teeth with the pair
     assert (three.slots, three.workers) == (3, 5) and "3 runs of -n 8 would need 24 of 16 cores: -n 5 each" in three.why
-    assert decide(None, None, 3, 16, 8, free, [50000, 40000, 30000], auto_most=3).slots == 2  # memory for two only
+    assert decide(None, None, 3, 16, 8, free, [50000, 40000, 30000]).slots == 2  # memory for two only
     assert decide(3, None, 3, 64, 1, "no GPU", []).slots == 3  # asked for
     assert decide(2, 1, 2, 64, 1, free, []).slots == 1  # the suite's cap wins
     assert decide(2, None, 1, 64, 1, free, []).slots == 1  # require_cudnn and teeth: one waits on the other

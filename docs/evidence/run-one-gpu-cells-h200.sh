@@ -45,7 +45,7 @@ CELL=gpu-3.12-sys914
   else
     echo "## step 2: the two-cell sweep, serial (in-process) vs --gpus 0 (auto slots); the scoped teeth at -n ${TEETH_WORKERS:-8,4,2}"
     python3 bench/one_gpu.py --matrix $M --cell $CELL --part sweep --sweep-cells gpu-3.12-sys914 gpu-3.12-t919 \
-      --gpu 0 --repeat "${REPEAT:-1}" --teeth-workers "${TEETH_WORKERS:-8,4,2}" --out "$OUT/one-gpu-cells-step2.json"
+      --gpu 0 --repeat "${REPEAT:-1}" --teeth-workers "${TEETH_WORKERS-8,4,2}" --out "$OUT/one-gpu-cells-step2.json"
   fi
   echo "bench exit: $?"
   echo "## the room each overlapped run decided"
