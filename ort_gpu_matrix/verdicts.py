@@ -232,7 +232,9 @@ def _stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[Tes
 
 
 def _listing(items: list[str]) -> str:
-    shown = "; ".join(items[:LISTED])
+    """The first LISTED items in sorted order: tests end in the order xdist's schedule gives, and two runs
+    with the same failures must give the same reason (a sweep compares them; the H200 saw the order move)."""
+    shown = "; ".join(sorted(items)[:LISTED])
     return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 

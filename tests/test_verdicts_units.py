@@ -94,7 +94,9 @@ def test_skips_failures_and_their_stale_rules():
     f = judged(PassExpect(allowed_skips=("GPU", "never seen"), known_failures=(rule("kf"), rule("t::ok", "r", ["c1"]),
                                                                               rule("gone"))), tests)
     assert f.reasons == ["1 skip(s) not in allowed_skips: t::s2: needs cuDNN 9",
-                         "2 unexpected failure(s): t::f failed: AssertionError: 1; t::e error: E"]
+                         "2 unexpected failure(s): t::e error: E; t::f failed: AssertionError: 1"]  # sorted
+    assert judged(PassExpect(allowed_skips=("GPU", "never seen"), known_failures=(rule("kf"),)),
+                  tests[::-1]).reasons == f.reasons  # the order tests ended in does not change the reason
     assert f.stale == [StaleRule("known_failures", "t::ok", "r", "no longer fails", ("c1",), "t::ok (passed)"),
                        StaleRule("known_failures", "gone", "why", GONE, (), ""),
                        StaleRule("allowed_skips", "never seen", "", "no test skipped with a reason it matches")]
