@@ -76,10 +76,16 @@ def figures(results: Path) -> dict[str, dict]:
         out[r["session"]] = {"verdict": r["verdict"], "counts": r["counts"], "outcomes": r.get("outcomes"),
                              "tiers": {k: sorted(set(v)) for k, v in tests.items()},
                              "tests_per_tier": r["dispatch"].get("tests_per_tier"),
-                             # a reason lists its failures in the order they ended, which xdist's schedule sets
-                             "reasons": sorted(p for x in r.get("reasons") or [] for p in x.split("; ")),
+                             # a reason listed its failures in the order they ended (xdist's schedule) before
+                             # verdicts sorted them (3100a79): compared as its head and the set of its items
+                             "reasons": sorted(_items(x) for x in r.get("reasons") or []),
                              "teeth_coverage": r.get("teeth_coverage")}
     return out
+
+
+def _items(reason: str) -> str:
+    head, sep, rest = reason.partition(": ")
+    return head + sep + "; ".join(sorted(rest.split("; "))) if sep else reason
 
 
 def differences(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
@@ -132,7 +138,7 @@ def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--matrix", default=str(REPO / "matrix.toml"))
-    ap.add_argument("--cell", required=True)
+    ap.add_argument("--cell", help="the cell session to bench (required unless --compare)")
     ap.add_argument("--sweep-cells", nargs="*", default=[])
     ap.add_argument("--gpu", default="0", help="the GPU the one-GPU sweep is given (--gpus)")
     ap.add_argument("--no-warm", action="store_true",
@@ -144,7 +150,16 @@ def main() -> int:
     ap.add_argument("--part", choices=["all", "cell", "sweep", "variants"], default="all",
                     help="cell: 1, 2, 4, 5 for the cell; sweep: 3, 4 and 6 (one device call each)")
     ap.add_argument("--out", default=str(REPO / "bench" / "one-gpu.json"))
+    ap.add_argument("--compare", nargs=2, metavar=("SERIAL", "OVERLAPPED"),
+                    help="no run: the figures line for two results dirs of an earlier run (e.g. from its results tar)")
     args = ap.parse_args()
+    if args.compare:
+        diffs = differences(figures(Path(args.compare[0])), figures(Path(args.compare[1])))
+        print("figures (verdicts, reasons, counts, outcomes, tiers of each test, tests per tier, teeth coverage), "
+              "overlapped vs serial: " + ("SAME" if not diffs else "DIFFERENT: " + "; ".join(diffs)))
+        return 1 if diffs else 0
+    if not args.cell:
+        ap.error("--cell is required")
 
     work = Path(os.environ.get("BENCH_WORK") or tempfile.mkdtemp(prefix="bench-one-gpu-"))
     work.mkdir(parents=True, exist_ok=True)
