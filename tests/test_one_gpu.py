@@ -372,3 +372,26 @@ def test_matrix_cores_sets_the_cores_the_room_counts_and_a_bad_value_says_how_to
         monkeypatch.setenv("MATRIX_CORES", bad)
         with pytest.raises(RoomError, match=f"MATRIX_CORES='{bad}': give a whole number of cores, 1 or more, or unset it"):
             cores()
+
+
+def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_never_comes_is_an_error(tmp_path):
+    """handoff.py: the parent writes SESSION=RUN_ID, or `none: why` when require_cudnn stored nothing (teeth then
+    refuses as it would after require_cudnn, harness.teeth_selection); the child bounds its wait."""
+    import stat
+
+    from ort_gpu_matrix.handoff import Handoff, HandoffError, wait_ref
+    from unitkit import result
+
+    handoff = Handoff()
+    try:
+        assert stat.S_IMODE(handoff.dir.stat().st_mode) == 0o700
+        handoff.give("c-teeth", "it stored no\nresult")
+        assert wait_ref(handoff.path("c-teeth"), 1) == (None, "it stored no result")
+        stored = result("require_cudnn", name="c")
+        handoff.give("c-teeth", stored)
+        assert wait_ref(handoff.path("c-teeth"), 1) == (f"c-require_cudnn={stored.run_id}", None)
+        with pytest.raises(HandoffError, match=r"--census-file .*never\.census: no census was handed over within 0\.2 s"):
+            wait_ref(handoff.dir / "never.census", 0.2)
+    finally:
+        handoff.close()
+    assert not handoff.dir.exists()
