@@ -23,12 +23,26 @@ from . import scheduler
 from .cells import Cell
 from .handoff import Handoff
 from .modes import Mode
+from .results import ResultError, current_path, load
+
+TEARDOWN = "::teardown"  # the id verdicts give a teardown error, beside its test's own (as harness.py)
 
 
-def possible(cell: Cell, modes: Sequence[str]) -> bool:
-    """A cell whose teeth could start with the pair: scoped, and its require_cudnn in the same session."""
+def basis(results_dir: Path, session: str) -> list[str] | None:
+    """The tests a teeth's last stored run kept: what an early start collects on (their files), None if none."""
+    try:
+        last = load(current_path(results_dir, session))
+    except ResultError:
+        return None
+    kept = [n for n in last.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in last.outcomes)]
+    return kept or None
+
+
+def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
+    """A cell whose teeth can start with the pair: scoped, its require_cudnn in the same session, and a last run
+    of it to collect on (without one it could only wait, holding a third of the cores for nothing)."""
     return (cell.suite.teeth_scope == "cudnn" and Mode.TEETH.value in modes
-            and Mode.REQUIRE_CUDNN.value in modes)
+            and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
 
 
 def plan(jobs: list[scheduler.Job], slots: int, log: Callable[[str], None]) -> Handoff | None:

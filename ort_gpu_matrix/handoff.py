@@ -44,11 +44,13 @@ class Handoff:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def wait_ref(path: Path, limit_s: float) -> tuple[str | None, str | None]:
-    """The child's side: (SESSION=RUN_ID, None) once the parent wrote it, or (None, why there is no census)."""
-    deadline = time.monotonic() + limit_s
+def wait_ref(path: Path, limit_s: float | None = None) -> tuple[str | None, str | None]:
+    """The child's side: (SESSION=RUN_ID, None) once the parent wrote it, or (None, why there is no census).
+    Unbounded by default: the parent writes the file whenever require_cudnn's child exits, and this process dies
+    with its parent (the scheduler's PR_SET_PDEATHSIG)."""
+    deadline = None if limit_s is None else time.monotonic() + limit_s
     while not path.exists():
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             raise HandoffError(f"--census-file {path}: no census was handed over within {limit_s:g} s")
         time.sleep(POLL_S)
     try:

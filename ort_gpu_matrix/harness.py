@@ -33,7 +33,7 @@ from typing import Protocol
 
 from filelock import FileLock, Timeout
 
-from . import libsets, ortsource, results
+from . import earlyteeth, libsets, ortsource, results
 from .cells import Cell
 from .config.model import Matrix, TeethExpect
 from .elf import kind
@@ -98,22 +98,12 @@ def _later(earlier: Mapping[str, Result], cell: Cell, mode: str) -> Path | None:
     return earlier.later.get(cell.mode_session(source.value))
 
 
-def _basis(results_dir: Path, session: str) -> list[str] | None:
-    """The tests a teeth's last stored run kept: what an early start collects on (its files), None if none."""
-    try:
-        last = results.load(results.current_path(results_dir, session))
-    except results.ResultError:
-        return None
-    kept = [n for n in last.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in last.outcomes)]
-    return kept or None
-
-
 def _handed(path: Path, results_dir: Path, cell: Cell, mode: str, fingerprint: dict[str, object],
             log: Callable[[str], None]) -> Result | None:
     """The census the parent handed over, as `_prior` would have it; None (and why, logged) where there is none."""
     session = cell.mode_session(mode)
     try:
-        ref, why = wait_ref(path, 2.0 * (cell.suite.timeout or 3600))
+        ref, why = wait_ref(path)  # unbounded: the parent always writes it, and this process dies with the parent
         if ref is None:
             log(f"{session}: no census was handed over: {why}")
             return None
@@ -231,16 +221,23 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
         watch.mode_started(session)
     lock = session_lock(ws.results_dir, session, log)
     try:
-        basis = _basis(ws.results_dir, session) if _later(earlier, cell, mode) is not None else None
-        results.retire_current(ws.results_dir, session)
+        early_path = _later(earlier, cell, mode) is not None and _prior(earlier, cell, mode, venv.fingerprint) is None
+        basis = earlyteeth.basis(ws.results_dir, session) if early_path else None
+        if not early_path:  # a teeth that waits for its census retires its last result once the census came
+            results.retire_current(ws.results_dir, session)
         log(f"{session}: pytest in a private dir, LD_PRELOAD={':'.join(resolved.preload) or '(none)'}")
         workdir = new_workdir(session, log)
         try:
             prior = _prior(earlier, cell, mode, venv.fingerprint)
             early: RunOutcome | None = None
-            if prior is None and (later := _later(earlier, cell, mode)) is not None:
-                early, prior, workdir = _run_early(cell, resolved, venv, mode, workdir, posargs, later, basis,
-                                                   ws.results_dir, echo, log)
+            if early_path and (later := _later(earlier, cell, mode)) is not None:
+                early, prior, workdir, handed = _run_early(cell, resolved, venv, mode, workdir, posargs, later, basis,
+                                                           ws.results_dir, echo, log)
+                if early is not None and not handed and early.interrupt is not None:
+                    # stopped while it waited: no test ran, as none would have serially; nothing is stored,
+                    # and the session's last result stays current
+                    log(f"{session}: stopped while it waited for its census: nothing stored")
+                    raise early.interrupt
             keep, refusal = teeth_selection(cell, mode, prior)
             if early is not None:  # it ran (or was interrupted while it waited): judged as any run is
                 outcome = early
@@ -289,15 +286,17 @@ def run_one(matrix: Matrix, cell: Cell, resolved: Resolved, venv: Venv, mode: st
 
 def _run_early(cell: Cell, resolved: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
                later: Path, basis: list[str] | None, results_dir: Path, echo: Callable[[str], None],
-               log: Callable[[str], None]) -> tuple[RunOutcome | None, Result | None, Path]:
+               log: Callable[[str], None]) -> tuple[RunOutcome | None, Result | None, Path, bool]:
     """A teeth started before its census is stored: pytest collects on the files of its last run while
     require_cudnn runs, and keeps what the handed-over census says (run.py's KeepLater). Returns (the outcome,
-    or None where nothing ran and the caller goes on as after require_cudnn; the census; the workdir to use)."""
+    or None where nothing ran and the caller goes on as after require_cudnn; the census; the workdir to use;
+    whether the census came). The session's last result is retired only once it came."""
     session = cell.mode_session(mode)
     got: dict[str, Result | None] = {}
 
     def resolve() -> list[str] | None:
         got["prior"] = prior = _handed(later, results_dir, cell, mode, venv.fingerprint, log)
+        results.retire_current(results_dir, session)
         keep, _ = teeth_selection(cell, mode, prior)
         if keep is not None and prior is not None:
             log(f"{session}: teeth_scope cudnn: {len(keep)} test(s) of {len(prior.outcomes)} from {prior.session} "
@@ -306,17 +305,20 @@ def _run_early(cell: Cell, resolved: Resolved, venv: Venv, mode: str, workdir: P
 
     if basis is None:  # no last run to start on: wait for the census, then start as after require_cudnn
         log(f"{session}: no earlier run of it to start on: waiting for the census first")
-        return None, _handed(later, results_dir, cell, mode, venv.fingerprint, log), workdir
+        prior = _handed(later, results_dir, cell, mode, venv.fingerprint, log)
+        results.retire_current(results_dir, session)
+        return None, prior, workdir, True
     log(f"{session}: started early, on the files of its last run ({len(basis)} test(s)), while "
         f"{cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests wait for that census")
     try:
         outcome = run_mode(cell, resolved, venv, mode, workdir, [*posargs, *few_workers(cell, posargs, basis, log)],
-                           echo, log, later=KeepLater(basis, resolve))
+                           echo, log, later=KeepLater(basis, resolve,
+                                                      lambda keep: few_workers(cell, posargs, keep, lambda _: None)))
     except EarlyAbandoned as exc:
         log(f"{session}: the early start is given up after {exc.waited_s} s ({exc}): no test ran in it")
         remove_workdir(workdir)
-        return None, got.get("prior"), new_workdir(session, log)
-    return outcome, got.get("prior"), workdir
+        return None, got.get("prior"), new_workdir(session, log), True
+    return outcome, got.get("prior"), workdir, "prior" in got
 
 
 def with_libset(matrix: Matrix, cell: Cell, resolved: Resolved, log: Callable[[str], None]) -> Resolved:
@@ -344,6 +346,7 @@ def run_cell(matrix: Matrix, cell: Cell, resolved: Resolved, modes: Sequence[str
     """The cell's modes, one after another in this process; with `overlap` (a cell session), at once on its
     GPU where the host has room (overlap.py), the decision and its reasons logged either way."""
     ws = matrix.workspace
+    cores()  # a bad MATRIX_CORES stops the cell here, before anything is built or retired
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
     problems = pinned_files(matrix, cell)[1]  # the sonames too, which `nox -l` leaves to this moment

@@ -53,7 +53,7 @@ def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence
     teeth may be a third run at once (earlyteeth.py): it starts with the pair and waits for its census."""
     n = cores()
     peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
-    together = len(modes) if earlyteeth.possible(cell, modes) else at_once(modes)
+    together = len(modes) if earlyteeth.possible(cell, modes, matrix.workspace.results_dir) else at_once(modes)
     return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
                   gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
 

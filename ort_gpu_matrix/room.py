@@ -2,13 +2,15 @@
 
 One GPU mostly idles through a mode run: most of a run is its processes starting (interpreter, torch,
 ORT, collection) and Python between kernels. So a cell's independent runs (normal and require_cudnn)
-may share it, and teeth, which needs require_cudnn's census, follows. What limits the sharing:
+may share it, and teeth, which needs require_cudnn's census, follows, or starts with them where it is
+scoped and waits for that census (earlyteeth.py). What limits the sharing:
 
 - the GPU's free memory (nvidia-smi) against each run's last recorded peak (`gpumem.py`); a run with no
   recorded peak is counted as a quarter of the GPU. Where nvidia-smi cannot say (a CPU host), nothing
   is shared unless asked for (`--slots-per-gpu N`): there is then no GPU to keep busy, only cores;
-- the cores: the runs' pytest workers together never exceed them. Two runs of `-n 8` on 16 cores is
-  the ceiling. Where two runs would not fit, each gets `-n` cut to its share, as long as that keeps at
+- the cores (MATRIX_CORES, else the affinity): the runs' pytest workers together never exceed them. Where
+  the runs would not fit, each gets `-n` cut to its share (three runs of `-n 8` on 16 cores: `-n 5` each,
+  which the H200 ran faster than two of `-n 8`), as long as that keeps at
   least half its workers (a run of half the workers takes at most twice as long, and overlapping two
   runs saves at most that); else the runs go one after another with their own `-n`;
 - a cap: the suite's `slots_per_gpu`, the command line's `--slots-per-gpu N` (1 keeps the serial order).
@@ -68,10 +70,11 @@ CORES_ENV = "MATRIX_CORES"  # the cores to plan with, where a CPU quota gives fe
 
 def cores() -> int:
     """The cores this process may run on (its affinity, not the machine's count), or MATRIX_CORES where set:
-    a container's CPU quota can give fewer cores than its affinity lists."""
+    a container's CPU quota can give fewer cores than its affinity lists. The room trusts the value it is
+    given, more than the affinity included (a host whose runs wait more than they compute)."""
     given = os.environ.get(CORES_ENV)
     if given:
-        if not given.isdigit() or int(given) < 1:
+        if not (given.isascii() and given.isdigit()) or int(given) < 1:
             raise RoomError(f"{CORES_ENV}={given!r}: give a whole number of cores, 1 or more, or unset it")
         return int(given)
     try:
@@ -151,12 +154,18 @@ def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, 
         why.append(f"the suite caps it at slots_per_gpu = {cap}")
     scaled: int | None = None
     if slots * gpus * workers > cores_:
-        share = cores_ // (slots * gpus)
-        if slots > 1 and share >= max(1, -(-workers // 2)):
+        half = max(1, -(-workers // 2))
+        # the most runs, from what memory allows down to two, whose share of the cores keeps half their workers
+        cut = next((s for s in range(slots, 1, -1) if cores_ // (s * gpus) >= half), None)
+        if slots > 1 and cut is not None:
+            share = cores_ // (cut * gpus)
             scaled = share
-            why.append(f"{slots * gpus} runs of -n {workers} would need {slots * gpus * workers} of {cores_} cores: "
-                       f"-n {share} each")
+            fewer = f" (not {slots}: -n {cores_ // (slots * gpus)} each would halve them or worse)" if cut < slots else ""
+            why.append(f"{cut * gpus} runs of -n {workers} would need {cut * gpus * workers} of {cores_} cores: "
+                       f"-n {share} each{fewer}")
+            slots = cut
         elif slots > 1:
+            share = cores_ // (2 * gpus)
             fit = max(1, cores_ // (gpus * workers))
             why.append(f"{slots * gpus} runs of -n {workers} would need {slots * gpus * workers} of {cores_} cores, "
                        f"and -n {max(share, 0)} each would halve them or worse: {fit} per GPU")

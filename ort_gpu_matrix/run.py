@@ -44,6 +44,7 @@ PROBE = "ort_matrix_probe"
 PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
 KEEP_ENV = "ORT_MATRIX_KEEP"  # the probe reads the node ids to keep from this file (a JSON list)
+WAIT_BOUND_S = 86400  # a teeth started early: how long its processes may wait for the keep file
 STOP_GRACE_S = 10.0  # after SIGINT, how long pytest may take to write its report before SIGKILL
 
 
@@ -54,6 +55,7 @@ class KeepLater:
 
     basis: Sequence[str]
     resolve: Callable[[], Sequence[str] | None]
+    workers: Callable[[Sequence[str]], list[str]]  # the -n arguments a run of these node ids gets (few_workers)
 
 
 class EarlyAbandoned(Exception):
@@ -267,8 +269,9 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         files = narrowed(files, r.suite_root, keep)
     elif later is not None:
         channels[KEEP_ENV] = str(selection)
-        # the processes' wait is bounded, should this engine die without stopping them (it normally does)
-        channels[WAIT_ENV] = str(2 * (cell.suite.timeout or 3600))
+        # bounded only against an engine that died without stopping them (they die with it): require_cudnn may
+        # wait for its session's lock, then run up to its own timeout
+        channels[WAIT_ENV] = str(WAIT_BOUND_S)
         files = narrowed(files, r.suite_root, later.basis)
     suite = cell.suite
     env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels,
@@ -335,11 +338,13 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
 
 def _hand_over(later: KeepLater, proc: subprocess.Popen[str], selection: Path, files: Sequence[str], root: str,
                every: Sequence[str], say: Callable[[str], None]) -> None:
-    """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned."""
+    """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned: where
+    a run of what it keeps would collect other files, or get another -n, than this one started with."""
     waiting = time.time()
     keep = later.resolve()
     waited = round(time.time() - waiting, 3)
-    if keep is not None and narrowed(every, root, keep) == list(files):
+    same_n = keep is not None and later.workers(keep) == later.workers(later.basis)
+    if keep is not None and narrowed(every, root, keep) == list(files) and same_n:
         write_atomic(selection, json.dumps(sorted(keep)))  # renamed into place: a process never reads half of it
         say(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
         return

@@ -336,10 +336,9 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
     env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}  # memory and cores for three runs of -n 1
     first = cell_session(tmp_path, venvs, env=env)
     assert first.returncode == 0, first.stdout[-3000:]
-    assert f"nox > {CELL}: overlapping: 3 mode run(s) at once on one GPU (" in first.stdout, first.stdout[-3000:]
-    assert f"{CELL}-teeth: starts with {CELL}-require_cudnn: its processes collect meanwhile" in first.stdout
-    first_log = (tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log").read_text()
-    assert "no earlier run of it to start on: waiting for the census first" in first_log  # nothing to collect on
+    # no last teeth run to collect on: the pair at once, teeth after (a third slot would only wait)
+    assert f"nox > {CELL}: overlapping: 2 mode run(s) at once on one GPU (" in first.stdout, first.stdout[-3000:]
+    assert "starts with" not in first.stdout
     before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
     log.unlink()
@@ -347,6 +346,8 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
     second = cell_session(tmp_path, venvs, env=env)
     out = second.stdout
     assert second.returncode == 0, out[-3000:]
+    assert f"nox > {CELL}: overlapping: 3 mode run(s) at once on one GPU (" in out, out[-3000:]
+    assert f"{CELL}-teeth: starts with {CELL}-require_cudnn: its processes collect meanwhile" in out
     after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     rc = records(log)["x", "require_cudnn"]
     assert teeth_process_start(tmp_path, after["teeth"]) < rc["end"]  # it started while require_cudnn slept
@@ -379,8 +380,9 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
     refuses as it would after require_cudnn, harness.teeth_selection); the child bounds its wait."""
     import stat
 
-    from ort_gpu_matrix.handoff import Handoff, HandoffError, wait_ref
     from unitkit import result
+
+    from ort_gpu_matrix.handoff import Handoff, HandoffError, wait_ref
 
     handoff = Handoff()
     try:
@@ -395,3 +397,84 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
     finally:
         handoff.close()
     assert not handoff.dir.exists()
+
+
+# found by review (rv24)
+@pytest.mark.parametrize("cores_", [8, 10, 11])
+def test_three_candidate_runs_never_give_less_room_than_two(cores_):
+    """AUTO_MOST 3: three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
+    where two runs (-n 4 or 5 each) were chosen before: a sweep, or a cell with a scoped teeth, on 8-11 cores goes
+    serial."""
+    from ort_gpu_matrix.room import decide
+    two = decide(None, None, 2, cores_, 8, (139000, 140000), [1000, 1000])
+    three = decide(None, None, 3, cores_, 8, (139000, 140000), [1000, 1000, 1000])
+    assert two.slots == 2
+    assert three.slots >= two.slots, three.why
+
+
+def test_matrix_cores_a_non_ascii_digit_is_a_clear_error_not_a_traceback(monkeypatch):
+    from ort_gpu_matrix.room import RoomError, cores
+    monkeypatch.setenv("MATRIX_CORES", "\u00b2")  # str.isdigit() is True, int() raises ValueError
+    with pytest.raises(RoomError):
+        cores()
+
+
+def test_an_early_teeth_takes_its_workers_from_the_census_not_from_its_last_run(tmp_path, venvs):
+    """A teeth started early gets `few_workers(basis)`: -n from its last run's tests. Once its census keeps a
+    different number of tests in the same files, it runs under another -n than a serial run of the same census."""
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 0, "require_cudnn": 4, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "6"}  # three runs of -n 2
+    first = cell_session(tmp_path, venvs, "-n", "2", env=env)
+    assert first.returncode == 0, first.stdout[-3000:]
+    cmd1 = stored(tmp_path, "teeth")["command"]
+    assert [cmd1[i + 1] for i, a in enumerate(cmd1) if a == "-n"][-1] == "0"  # serial path: 1 kept test, -n 0
+    # its last run as if it had kept two tests (the census of an older wheel): the basis now holds two
+    current = tmp_path / "results" / f"gpu-{PY}-x-teeth.json"
+    doc = json.loads(current.read_text())
+    (only,) = doc["outcomes"]
+    doc["outcomes"][only.split("::")[0] + "::test_sleeps_in_its_slot"] = doc["outcomes"][only]
+    current.write_text(json.dumps(doc))
+    second = cell_session(tmp_path, venvs, "-n", "2", env=env)
+    assert second.returncode == 0, second.stdout[-3000:]
+    teeth_log = (tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log").read_text()
+    assert "started early" in teeth_log, teeth_log[-2000:]
+    cmd = stored(tmp_path, "teeth")["command"]
+    ns = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-n"]
+    assert ns[-1] == "0", f"a serial teeth of 1 kept test runs at -n 0; the early one ran at -n {ns[-1]}"
+
+
+def test_ctrl_c_while_an_early_teeth_waits_stores_no_teeth_result_and_its_last_one_stays_current(tmp_path, venvs):
+    """A SIGINT while require_cudnn runs and teeth's processes wait for its census: teeth ran no test, as it would
+    not have started serially, so it stores nothing, and its last result stays the session's current one."""
+    import signal
+    import time
+
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 0, "require_cudnn": 0, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}
+    assert cell_session(tmp_path, venvs, env=env).returncode == 0  # a last teeth run to start on
+    last = stored(tmp_path, "teeth")
+    edit(m, 'SLOT_SLEEP_REQUIRE_CUDNN = "0"', 'SLOT_SLEEP_REQUIRE_CUDNN = "60"')
+    full = {**os.environ, "MATRIX_TOML": str(m), "MATRIX_RESULTS": str(tmp_path / "results"),
+            "MATRIX_VENVS": str(venvs), **env}
+    proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    teeth_log = tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log"
+    teeth_log.unlink()  # the first run's
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (teeth_log.exists() and "started early" in teeth_log.read_text()):
+        time.sleep(0.2)
+    time.sleep(3)  # its pytest collects, then waits; require_cudnn sleeps on
+    assert "started early" in teeth_log.read_text(), teeth_log.read_text()[-2000:]
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode != 0
+    text = teeth_log.read_text()
+    assert "stopped while it waited for its census: nothing stored" in text, text[-3000:]
+    assert stored(tmp_path, "teeth")["run_id"] == last["run_id"]  # its last result stays current
+    bundles = list((tmp_path / "results" / "runs" / f"{CELL}-teeth").iterdir())
+    assert [b.name for b in bundles if not b.name.startswith(".")] == [last["run_id"]]  # and no new bundle
+    assert stored(tmp_path, "require_cudnn")["stopped"].startswith("interrupted")  # the run that was going: stored
