@@ -310,19 +310,30 @@ def test_dropped():
     monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "30")
     for name in ("ORT_MATRIX_PROGRESS", "ORT_MATRIX_DIGEST_FD", "ORT_MATRIX_CUDA_OPTIONS"):
         monkeypatch.delenv(name, raising=False)
-    late = threading.Timer(0.6, lambda: keep.write_text(json.dumps(["test_wait.py::test_kept"])))
+    collected = pytester.path / "collected"  # written by a hook that runs before the probe's (trylast) one
+    pytester.makeconftest("def pytest_collection_modifyitems(items):\n"
+                          f"    open({str(collected)!r}, 'w').close()\n")
+
+    def write_late():  # the keep file comes 0.6 s after collection ended, however long collection took
+        for _ in range(600):
+            if collected.exists():
+                time.sleep(0.6)
+                keep.write_text(json.dumps(["test_wait.py::test_kept"]))
+                return
+            time.sleep(0.05)
+
+    late = threading.Thread(target=write_late, daemon=True)
     late.start()
-    try:
-        rec = pytester.inline_run(*PLUGIN)
-    finally:
-        late.cancel()
+    rec = pytester.inline_run(*PLUGIN)
+    late.join(timeout=60)
     rec.assertoutcome(passed=1)
     marks = json.loads(report.read_text())["timings"]["controller"]
-    assert 0.5 <= marks["kept"] - marks["keep_wait_start"] < 20  # it waited for the file, then went on at once
+    assert 0.4 <= marks["kept"] - marks["keep_wait_start"] < 20  # it waited for the file, then went on at once
     assert marks["keep_wait_start"] <= marks["kept"] <= marks["first_test_start"]
 
     keep.unlink()
     report.unlink()
+    (pytester.path / "conftest.py").unlink()
     monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "0.3")
     result = pytester.runpytest_inprocess(*PLUGIN)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
