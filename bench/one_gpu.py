@@ -147,6 +147,8 @@ def main() -> int:
     ap.add_argument("--teeth-workers", default="", help="e.g. 8,4,2: the scoped teeth at each -n")
     ap.add_argument("--variant", action="append", default=[],
                     help="e.g. '-n 4': the overlapped cell once more with these arguments (after one warm-up run each)")
+    ap.add_argument("--sweep-variant", action="append", default=[],
+                    help="e.g. '--slots-per-gpu 4': the one-GPU sweep once more with these arguments (warmed once)")
     ap.add_argument("--part", choices=["all", "cell", "sweep", "variants"], default="all",
                     help="cell: 1, 2, 4, 5 for the cell; sweep: 3, 4 and 6 (one device call each)")
     ap.add_argument("--out", default=str(REPO / "bench" / "one-gpu.json"))
@@ -254,9 +256,40 @@ def sweep_part(args, base, dirs, log, out) -> list[str]:
         sw["serial"].append(wall(sweep_serial, env_for(dirs["sweep-serial"], base), log)[0])
         sw["gpu"].append(wall(sweep_gpu, env_for(dirs["sweep-gpu"], base), log)[0])
     ss, sg = median(sw["serial"]), median(sw["gpu"])
-    out["sweep"] = {"serial_s": ss, "one_gpu_s": sg, "ratio": round(sg / ss, 3), "runs": sw}
+    out["sweep"] = {"serial_s": ss, "one_gpu_s": sg, "ratio": round(sg / ss, 3), "runs": sw,
+                    "timeline": timeline(dirs["sweep-gpu"])}
     print(f"two-cell sweep on one GPU: {sg} s vs {ss} s serial: {sg / ss:.2f} x (target <= 0.65)")
-    return differences(figures(dirs["sweep-serial"]), figures(dirs["sweep-gpu"]))
+    show_timeline("sweep-gpu", out["sweep"]["timeline"])
+    diffs = differences(figures(dirs["sweep-serial"]), figures(dirs["sweep-gpu"]))
+    for text in args.sweep_variant:
+        d = dirs.setdefault(f"sweep-gpu {text}", log.parent / ("sweep-gpu" + text.replace(" ", "_")))
+        cmd = [*sweep_gpu, *text.split()]
+        if not args.no_warm:
+            wall(cmd, env_for(d, base), log)
+        walls = [wall(cmd, env_for(d, base), log)[0] for _ in range(args.repeat)]
+        got = median(walls)
+        out.setdefault("sweep_variants", {})[text] = {"one_gpu_s": got, "ratio": round(got / ss, 3), "runs": walls,
+                                                      "timeline": timeline(d)}
+        print(f"two-cell sweep on one GPU, {text!r}: {got} s vs {ss} s serial: {got / ss:.2f} x")
+        show_timeline(f"sweep-gpu {text}", timeline(d))
+        diffs += [f"{text}: {x}" for x in differences(figures(dirs["sweep-serial"]), figures(d))]
+    return diffs
+
+
+def timeline(results: Path) -> list[dict]:
+    """The last sweep's runs (sweep-timeline.json): each one's slot and its start and end, from the sweep's first."""
+    try:
+        runs = json.loads((results / "sweep-timeline.json").read_text())
+    except (OSError, ValueError):
+        return []
+    t0 = min((r["started"] for r in runs), default=0.0)
+    return [{"session": r["session"], "slot": r["slot"], "start": round(r["started"] - t0, 1),
+             "end": round(r["ended"] - t0, 1), "at": r["started"]} for r in sorted(runs, key=lambda r: r["started"])]
+
+
+def show_timeline(name: str, runs: list[dict]) -> None:
+    for r in runs:
+        print(f"  {name}: slot {r['slot']} {r['session']}: {r['start']} -> {r['end']} s")
 
 
 if __name__ == "__main__":

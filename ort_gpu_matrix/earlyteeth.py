@@ -45,21 +45,27 @@ def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
             and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
 
 
-def plan(jobs: list[scheduler.Job], slots: int, log: Callable[[str], None]) -> Handoff | None:
-    """With room for every run at once, let teeth start with the pair (`early_s` 0); its Handoff, else None."""
-    teeth = next((j for j in jobs if j.after is not None), None)
-    if teeth is None or teeth.after is None or teeth.cell.suite.teeth_scope != "cudnn" or slots < len(jobs):
+def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable[[str], None]) -> Handoff | None:
+    """Let every teeth that can start early do so (`early_s` 0): scoped, its require_cudnn in the plan, a last run
+    of it to collect on, and a second slot to start in. The scheduler then starts it as soon as a slot is free
+    while its require_cudnn runs (scheduler._pick), in a cell session as in a sweep. Their Handoff, else None."""
+    early = [j for j in jobs if j.after is not None and j.cell.suite.teeth_scope == "cudnn" and slots > 1
+             and basis(results_dir, j.session) is not None]
+    if not early:
         return None
-    teeth.early_s = 0.0
-    handoff = Handoff()
-    log(f"{teeth.session}: starts with {teeth.after.session}: its processes collect meanwhile, and its tests run "
-        f"once that census is stored (handed over in {handoff.dir})")
+    handoff = Handoff(log)
+    for job in early:
+        job.early_s = 0.0
+        assert job.after is not None
+        log(f"{job.session}: may start while {job.after.session} runs: its processes collect meanwhile, and its "
+            f"tests run once that census is stored (handed over in {handoff.dir})")
     return handoff
 
 
 def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, say: Callable[[str], None]) -> list[str]:
     """A child's census arguments as it starts: --census-file while its require_cudnn still runs, else --census."""
     if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
+        say(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
         return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
     return scheduler.census_args(job, results_dir, say)
 

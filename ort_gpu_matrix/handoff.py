@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .fsutil import private_dir, write_atomic
+from .fsutil import write_atomic
+from .orphans import new_workdir
 from .results import Result
 
 NONE = "none: "
@@ -27,10 +29,12 @@ class HandoffError(Exception):
 
 
 class Handoff:
-    """The parent's side: one file per teeth session started early, in a private dir removed at the end."""
+    """The parent's side: one file per teeth session started early, in a private dir removed at the end. The dir
+    is named for the process that made it (orphans.py), so a parent that was SIGKILLed leaves it only until the
+    next run, which removes it."""
 
-    def __init__(self) -> None:
-        self.dir = private_dir("ort-matrix-handoff-")
+    def __init__(self, log: Callable[[str], None] = print) -> None:
+        self.dir = new_workdir("handoff", log)
 
     def path(self, session: str) -> Path:
         return self.dir / f"{session}.census"

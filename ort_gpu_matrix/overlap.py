@@ -48,12 +48,18 @@ def at_once(modes: Sequence[str]) -> int:
     return sum(1 for m in modes if (src := spec(m).coverage_from) is None or src.value not in modes)
 
 
+def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
+    """The cell's runs that may go at once: all of them where its scoped teeth can start with the pair
+    (earlyteeth.py), else those that wait on no other."""
+    return len(modes) if earlyteeth.possible(cell, modes, results_dir) else at_once(modes)
+
+
 def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], wanted: int | None) -> Room:
     """The room for this cell's modes on the GPU this process was given, from what the host has now. A scoped
     teeth may be a third run at once (earlyteeth.py): it starts with the pair and waits for its census."""
     n = cores()
     peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
-    together = len(modes) if earlyteeth.possible(cell, modes, matrix.workspace.results_dir) else at_once(modes)
+    together = together_of(cell, modes, matrix.workspace.results_dir)
     return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
                   gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
 
@@ -63,11 +69,11 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     """Every mode run of the cell as a child, `room.slots` at a time; their stored results, in mode order."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
+    handoff = earlyteeth.mark(jobs, room.slots, results_dir, log)
     order, makespan = scheduler.plan(jobs, room.slots)
     log(f"{cell.name}: {scheduler.describe(order, makespan, room.slots)}")
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    handoff = earlyteeth.plan(jobs, room.slots, log)
     try:
         stopped = scheduler.run(order, [gpu] * room.slots, noxfile,
                                 ["--", *posargs] if posargs else [], say=log,
@@ -110,7 +116,7 @@ def sweep_room(matrix: Matrix, chosen: Sequence[tuple[Cell, Sequence[str]]], gpu
         next((m for m in memories if isinstance(m, str)), "no GPU")
     caps = [c.suite.slots_per_gpu for c, _ in chosen if c.suite.slots_per_gpu is not None]
     widest = max((workers_of([*c.suite.pytest_args, *posargs], n) for c, _ in chosen), default=1)
-    together = sum(at_once(modes) for _, modes in chosen)
+    together = sum(together_of(c, modes, results_dir) for c, modes in chosen)
     return decide(wanted, min(caps, default=None), together, n, widest, memory, peaks, gpus=max(1, len(gpus)))
 
 

@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +62,7 @@ class Job:
     predicted_s: float | None = None  # its last known duration; None: no data (planned as the longest)
     after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
     early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
+    tail_s: float | None = None  # of its last run, the part from its first test to its end: what a start paid early leaves
     before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
     slot: int | None = None
     gpu: str | None = None
@@ -86,7 +87,15 @@ class Events(Protocol):
 
 def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float | None:
     """The duration of the session's newest stored run that ran to its end (an interrupted one tells too little,
-    and one refused before pytest started tells nothing)."""
+    and one refused before pytest started tells nothing), less any wait for a census handed over: what the run
+    costs when it starts with its census there."""
+    found = _last_whole(results_dir, session, looked_at)
+    return None if found is None else found[0]
+
+
+def _last_whole(results_dir: Path, session: str, looked_at: int = 5) -> tuple[float, float | None] | None:
+    """(its cost, its tail) from the newest run that ran to its end (see last_duration). The tail: the seconds
+    from its first test to its end, what a teeth started early still runs once its census comes (None: no marks)."""
     try:
         bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
                          reverse=True)[:looked_at]  # run ids sort by start time
@@ -97,10 +106,29 @@ def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float 
             data = json.loads((bundle / "result.json").read_text())
             if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted") \
                     and not data.get("rerun_of"):  # a confirmation rerun runs a few tests: not the run's length
-                return float(data["duration_s"])
+                return _cost(bundle, float(data["duration_s"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return None
+
+
+def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
+    """A run's cost and tail from its processes' marks (timings.py, in report.json). A teeth started early counts
+    its duration from its census (run.py), so its cost is its processes' whole span less the wait, which every
+    worker spent from its own `keep_wait_start` to the common `kept`: the shortest of those waits is the one
+    the run's end was put off by. Without marks: its duration, and no tail."""
+    try:
+        marks = json.loads((bundle / "report.json").read_text())["timings"]
+        top = marks["controller"]
+        span = float(top["finished"]) - float(top["process_start"])
+        tail = float(top["finished"]) - float(top["first_test_start"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return duration, None
+    waits = [float(m["kept"]) - float(m["keep_wait_start"]) for name, m in marks.items()
+             if name != "controller" and isinstance(m, dict) and "kept" in m and "keep_wait_start" in m]
+    if not waits:
+        return duration, round(max(0.0, tail), 3)
+    return round(max(0.0, span - max(0.0, min(waits))), 3), round(max(0.0, tail), 3)
 
 
 def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | None:
@@ -137,8 +165,9 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
         mine: dict[str, Job] = {}
         for mode in (m for m in MODES if m in modes):
             session = cell.mode_session(mode)
-            job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", last_duration(results_dir, session),
-                      before_run=_current_run(results_dir, session))
+            cost, tail = _last_whole(results_dir, session) or (None, None)
+            job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
+                      before_run=_current_run(results_dir, session), tail_s=tail)
             source = spec(mode).coverage_from
             job.after = mine.get(source.value) if source is not None else None
             mine[mode] = job
@@ -146,38 +175,54 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
     return jobs
 
 
-def _early(job: Job, now: float | None) -> bool:
+def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
     """A job with `early_s` whose predecessor has run that long: it starts now and is handed the census later."""
     after = job.after
-    return (now is not None and after is not None and job.early_s is not None and after.started > 0
-            and now >= after.started + job.early_s)
+    return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
 
 
 def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
-          slot_of: dict[Job, int], now: float | None = None) -> tuple[Job, int] | None:
-    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `now`
-    (the real run, not the plan's simulation) lets a job start early where its `early_s` says."""
-    for job in waiting:
-        if job.after is None or job.after in finished or _early(job, now):
-            preferred = slot_of.get(job.after) if job.after is not None else None
-            return job, preferred if preferred is not None and preferred in free else min(free)
+          slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
+    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
+    each running job started, so that a job with `early_s` may start before its predecessor ends.
+
+    A job that may start early goes before any other: while it waits for its census it holds a slot but no core,
+    and the start it pays then (interpreter, imports, collection: half of a scoped teeth on the H200) would
+    otherwise be paid after the census, on the critical path."""
+    began = began or {}
+    ready = [j for j in waiting if j.after is None or j.after in finished or _early(j, began, now)]
+    early = [j for j in ready if j.after is not None and j.after not in finished]
+    for job in early or ready:
+        preferred = slot_of.get(job.after) if job.after is not None else None
+        return job, preferred if preferred is not None and preferred in free else min(free)
     return None
 
 
-def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int) -> float:
-    """The makespan of running `order` on `slots` slots as `run` does, with each job taking `cost` seconds."""
+def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
+             tail: Mapping[Job, float] | None = None) -> float:
+    """The makespan of running `order` on `slots` slots as `run` does, with each job taking `cost` seconds. A job
+    started early (before its predecessor ends) ends `tail[job]` after that predecessor, or `cost` after its own
+    start if later (its start, `cost - tail`, is paid meanwhile; without a tail, half its cost is)."""
     waiting, free = list(order), list(range(slots))
     running: list[tuple[float, int, Job]] = []
     finished: set[Job] = set()
     slot_of: dict[Job, int] = {}
+    began: dict[Job, float] = {}
+    end_of: dict[Job, float] = {}
     now = 0.0
     while waiting or running:
-        while free and (pick := _pick(waiting, free, finished, slot_of)) is not None:
+        while free and (pick := _pick(waiting, free, finished, slot_of, began, now)) is not None:
             job, slot = pick
             waiting.remove(job)
             free.remove(slot)
             slot_of[job] = slot
-            running.append((now + cost[job], slot, job))
+            began[job] = now
+            end = now + cost[job]
+            if job.after is not None and job.after not in finished:  # early: its tests wait for the census
+                rest = min(cost[job], (tail or {}).get(job, cost[job] / 2))
+                end = max(now + cost[job] - rest, end_of[job.after]) + rest
+            end_of[job] = end
+            running.append((end, slot, job))
         if not running:
             return float("inf")  # a job waits on one that is not in the plan
         running.sort(key=lambda r: (r[0], r[1]))
@@ -192,13 +237,14 @@ def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
     known = [j.predicted_s for j in jobs if j.predicted_s is not None]
     longest = max(known, default=1.0)
     cost = {j: j.predicted_s if j.predicted_s is not None else longest for j in jobs}
+    tail = {j: j.tail_s for j in jobs if j.tail_s is not None}
 
     def chain(job: Job) -> float:  # the job and everything that waits on it
         return cost[job] + max((chain(d) for d in jobs if d.after is job), default=0.0)
 
     # unknown first among equals (it may be longer still); stable: equal ranks keep the matrix's order
     order = sorted(jobs, key=lambda j: (-chain(j), j.predicted_s is not None))
-    best = simulate(order, cost, slots)
+    best = simulate(order, cost, slots, tail)
     tried = 0
     improved = True
     while improved and tried < SEARCH_BUDGET:  # move one job elsewhere in the queue; keep a strictly better plan
@@ -210,7 +256,7 @@ def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
                 candidate = order[:i] + order[i + 1:]
                 candidate.insert(k, order[i])
                 tried += 1
-                makespan = simulate(candidate, cost, slots)
+                makespan = simulate(candidate, cost, slots, tail)
                 if makespan < best - 1e-9:
                     order, best, improved = candidate, makespan, True
                     break
@@ -275,7 +321,8 @@ def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: S
     saved = signal.signal(signal.SIGTERM, terminated)
     try:
         while waiting or running:
-            while free and (pick := _pick(waiting, free, finished, slot_of, time.time())) is not None:
+            while free and (pick := _pick(waiting, free, finished, slot_of, {j: j.started for j in running},
+                                          time.time())) is not None:
                 job, slot = pick
                 own = list(args_for(job))
                 waiting.remove(job)

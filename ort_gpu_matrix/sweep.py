@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import progress, scheduler
+from . import earlyteeth, progress, scheduler
 from .baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
 from .cells import Cell, cells_of
 from .compare import Comparison, Scope
@@ -337,16 +337,20 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     and (into `given`) what each run's slot set, for its confirmation reruns."""
     results_dir = matrix.workspace.results_dir
     jobs = scheduler.jobs_of(runnable, results_dir)
+    handoff = earlyteeth.mark(jobs, len(slots), results_dir, log)  # a scoped teeth may start beside its census's run
     order, makespan = scheduler.plan(jobs, len(slots))
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
     watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
     try:
         stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                                args_for=lambda job: scheduler.census_args(job, results_dir, log), pytest_for=pytest_for,
-                                events=watch)
+                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
+                                pytest_for=pytest_for, events=watch,
+                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
     finally:
         if watch is not None:
             watch.close()
+        if handoff is not None:
+            handoff.close()
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:

@@ -77,6 +77,9 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
         raise
     if prog == "sweep" and args.save_baseline is None and (args.replace or args.accept_regressions):
         session.error(f"{prog}: --replace and --accept-regressions go with --save-baseline NAME")
+    if prog == "sweep" and not args.child and (args.census or args.census_file):
+        session.error(f"{prog}: --census and --census-file are what a --gpus sweep gives its own child runs; a sweep "
+                      "reads each census itself from the require_cudnn run it makes: drop them")
     return args, extra
 
 

@@ -338,7 +338,7 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
     assert first.returncode == 0, first.stdout[-3000:]
     # no last teeth run to collect on: the pair at once, teeth after (a third slot would only wait)
     assert f"nox > {CELL}: overlapping: 2 mode run(s) at once on one GPU (" in first.stdout, first.stdout[-3000:]
-    assert "starts with" not in first.stdout
+    assert "may start while" not in first.stdout
     before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
     log.unlink()
@@ -347,7 +347,7 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
     out = second.stdout
     assert second.returncode == 0, out[-3000:]
     assert f"nox > {CELL}: overlapping: 3 mode run(s) at once on one GPU (" in out, out[-3000:]
-    assert f"{CELL}-teeth: starts with {CELL}-require_cudnn: its processes collect meanwhile" in out
+    assert f"{CELL}-teeth: may start while {CELL}-require_cudnn runs: its processes collect meanwhile" in out
     after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
     rc = records(log)["x", "require_cudnn"]
     assert teeth_process_start(tmp_path, after["teeth"]) < rc["end"]  # it started while require_cudnn slept
@@ -478,3 +478,75 @@ def test_ctrl_c_while_an_early_teeth_waits_stores_no_teeth_result_and_its_last_o
     bundles = list((tmp_path / "results" / "runs" / f"{CELL}-teeth").iterdir())
     assert [b.name for b in bundles if not b.name.startswith(".")] == [last["run_id"]]  # and no new bundle
     assert stored(tmp_path, "require_cudnn")["stopped"].startswith("interrupted")  # the run that was going: stored
+
+
+def test_a_sweep_starts_a_scoped_teeth_while_its_require_cudnn_runs_and_its_tests_wait_for_the_stored_census(
+        tmp_path, venvs):
+    """Issue 24, in a `--gpus` sweep as in a cell session: a scoped teeth with a last run to collect on takes the
+    first free slot once its require_cudnn runs, and its test runs only after that census is stored and handed
+    over. Every figure is as in the sweep before, where teeth started after require_cudnn."""
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 1, "require_cudnn": 8, "teeth": 0},
+                                                      "y": {"normal": 1}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}  # three runs of -n 1
+    first = sweep(tmp_path, venvs, "--gpus", "0", "--confirm", "0", env=env)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "may start while" not in first.stdout  # no last teeth run to collect on
+    before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
+    log.unlink()
+
+    second = sweep(tmp_path, venvs, "--gpus", "0", "--confirm", "0", env=env)
+    out = second.stdout
+    assert second.returncode == 0, out[-3000:]
+    assert "\nsweep: 3 mode run(s) at once per GPU (" in out, out[-3000:]
+    assert f"{CELL}-teeth: may start while {CELL}-require_cudnn runs: its processes collect meanwhile" in out, out[-3000:]
+    assert f"{CELL}-teeth: starts while {CELL}-require_cudnn runs; its census is handed over when that ends" in out
+    after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
+    assert teeth_process_start(tmp_path, after["teeth"]) < records(log)["x", "require_cudnn"]["end"]
+    census = tmp_path / "results" / after["require_cudnn"]["bundle"] / "result.json"
+    first_test = min(m["first_test_start"] for m in marks(tmp_path, after["teeth"]).values() if m.get("first_test_start"))
+    assert census.stat().st_mtime < first_test
+    assert f"handed the census of {CELL}-require_cudnn run {after['require_cudnn']['run_id']}" in out
+    for mode in before:
+        for key in ("verdict", "counts", "outcomes", "dispatch", "teeth_coverage", "reasons"):
+            assert after[mode][key] == before[mode][key], (mode, key)
+    assert after["teeth"]["teeth_coverage"]["checked"] and after["teeth"]["teeth_coverage"]["bitten"] == 1
+    handed = Path(out.split("(handed over in ", 1)[1].split(")", 1)[0])
+    assert not handed.exists()
+
+
+def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_path):
+    """rv24: a SIGKILLed parent cannot remove its handoff dir; it is named for its maker (orphans.py), so the next
+    run's clean-up removes it, and never one whose maker still runs."""
+    import signal
+
+    from ort_gpu_matrix.orphans import clean_stale_workdirs
+
+    code = ("import sys, time\nfrom ort_gpu_matrix.handoff import Handoff\n"
+            "h = Handoff(); print(h.dir, flush=True); time.sleep(120)\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    live = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    killed = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        alive, dead = Path(live.stdout.readline().strip()), Path(killed.stdout.readline().strip())
+        assert alive.parent == dead.parent == tmp_path and dead.is_dir()
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert dead.is_dir()  # nothing could remove it
+        assert clean_stale_workdirs(tmp_path) == [dead]
+        assert not dead.exists() and alive.is_dir()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_census_given_to_a_sweep_that_is_no_child_is_refused(tmp_path, venvs):
+    write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"normal": 0}})
+    for flag in ("--census", "--census-file"):
+        proc = sweep(tmp_path, venvs, flag, f"{CELL}-require_cudnn=x", env=no_gpu())
+        assert proc.returncode != 0
+        assert ("sweep: --census and --census-file are what a --gpus sweep gives its own child runs; a sweep reads "
+                "each census itself from the require_cudnn run it makes: drop them") in proc.stdout, proc.stdout[-2000:]
+        assert not (tmp_path / "results" / f"{CELL}-normal.json").exists()  # nothing ran

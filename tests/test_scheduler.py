@@ -446,3 +446,46 @@ def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
         (runs / run_id / "result.json").write_text(json.dumps(data))
     assert last_duration(tmp_path, "s-teeth") == 7.5  # not the refused run, not the interrupted one
     assert last_duration(tmp_path, "s-normal") is None
+
+
+def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_as_paid_meanwhile(tmp_path):
+    """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
+    holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
+    the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
+    from ort_gpu_matrix.scheduler import _pick, plan, simulate
+
+    normal, rc, teeth = _jobs({"a": {"normal": 10, "require_cudnn": 10, "teeth": 8}}, tmp_path)
+    other, = _jobs({"b": {"normal": 10}}, tmp_path)
+    cost = {j: j.predicted_s for j in (normal, rc, teeth, other)}
+    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (other, 1)  # not early: in order
+    teeth.early_s, teeth.tail_s = 0.0, 3.0
+    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (teeth, 1)  # early: first
+    assert _pick([other, teeth], [1, 2], set(), {}, {}, 0.0) == (other, 1)  # its require_cudnn not started yet
+    assert simulate([rc, normal, teeth], cost, 3, {teeth: 3.0}) == 13.0  # max(0 + 5, 10) + 3
+    assert simulate([rc, normal, teeth], cost, 3) == 14.0  # no tail known: half its cost after the census
+    assert simulate([rc, normal, teeth], cost, 3, {teeth: 20.0}) == 18.0  # a tail longer than its cost: the cost
+    teeth.early_s = None
+    assert simulate([rc, normal, teeth], cost, 3, {teeth: 3.0}) == 18.0  # after require_cudnn: 10 + 8
+    teeth.early_s = 0.0
+    order, makespan = plan([normal, rc, teeth], 3)
+    assert makespan == 13.0 and order[0] is rc
+
+
+def test_a_runs_cost_leaves_out_its_wait_for_a_census_and_its_tail_is_from_its_first_test(tmp_path):
+    """An early teeth counts its duration from its census (run.py): the plan's cost of it is its processes' span
+    less the wait (the shortest worker wait), and its tail the controller's first test to its end."""
+    from ort_gpu_matrix.scheduler import _last_whole, last_duration
+
+    bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
+    bundle.mkdir(parents=True)
+    (bundle / "result.json").write_text(json.dumps({"duration_s": 4.0, "command": ["pytest"], "stopped": None}))
+    assert _last_whole(tmp_path, "s-teeth") == (4.0, None)  # no marks: its duration, no tail
+    marks = {"controller": {"process_start": 100.0, "first_test_start": 124.0, "finished": 128.0},
+             "gw0": {"keep_wait_start": 105.0, "kept": 123.5}, "gw1": {"keep_wait_start": 107.0, "kept": 123.5}}
+    (bundle / "report.json").write_text(json.dumps({"timings": marks}))
+    assert _last_whole(tmp_path, "s-teeth") == (11.5, 4.0)  # 28 s of span less 16.5 s of wait
+    assert last_duration(tmp_path, "s-teeth") == 11.5
+    for m in ("gw0", "gw1"):
+        del marks[m]["kept"], marks[m]["keep_wait_start"]
+    (bundle / "report.json").write_text(json.dumps({"timings": marks}))
+    assert _last_whole(tmp_path, "s-teeth") == (4.0, 4.0)  # it waited for nothing: its duration as stored
