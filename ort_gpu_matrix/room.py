@@ -26,9 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # runs per GPU chosen unasked: on the H200, three runs with -n cut to a third of the cores (5 + 5 + 5 of 16) beat
-# two of -n 8 (docs/evidence/one-gpu-cells-h200.md); a cell has three only with a scoped teeth started with its
-# pair (earlyteeth.py), a sweep has more. More than three is asked for (--slots-per-gpu N), not guessed.
-AUTO_MOST = 3
+# two of -n 8, and in a two-cell sweep four of -n 4 beat three of -n 5 (53.7 s against 59.2 s; the CPU, not the GPU,
+# is what they share: docs/evidence/one-gpu-cells-h200.md). A cell has three only with a scoped teeth started with
+# its pair (earlyteeth.py); a sweep has more. More than four is asked for (--slots-per-gpu N), not guessed.
+AUTO_MOST = 4
 MARGIN_MIB = 2048  # kept free beyond the runs' peaks: the CUDA context and allocator slack of a new process
 UNKNOWN_SHARE = 4  # a run with no recorded peak counts as 1/UNKNOWN_SHARE of the GPU's memory
 

@@ -208,7 +208,10 @@ def test_the_room_decision():
     assert (serial.slots, serial.workers) == (1, None)  # -n 3 each would halve them or worse: serial, own -n
     assert decide(None, None, 2, 16, 8, free, [60000, 50000]).slots == 1  # the last peaks do not fit together
     assert decide(None, None, 2, 16, 8, free, [40000, 50000]).slots == 2
-    assert decide(None, None, 4, 64, 1, free, [1, 1, 1, 1]).slots == 3  # never more than three unasked
+    assert decide(None, None, 4, 64, 1, free, [1, 1, 1, 1]).slots == 4
+    assert decide(None, None, 6, 64, 1, free, [1] * 6).slots == 4  # never more than four unasked
+    four = decide(None, None, 6, 16, 8, free, [4000] * 6)  # a two-cell sweep, both teeth early, on the H200
+    assert (four.slots, four.workers) == (4, 4) and "4 runs of -n 8 would need 32 of 16 cores: -n 4 each" in four.why
     three = decide(None, None, 3, 16, 8, free, [7000, 7000, 5000])  # a scoped teeth with the pair
     assert (three.slots, three.workers) == (3, 5) and "3 runs of -n 8 would need 24 of 16 cores: -n 5 each" in three.why
     assert decide(None, None, 3, 16, 8, free, [50000, 40000, 30000]).slots == 2  # memory for two only
@@ -402,14 +405,16 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
 # found by review (rv24)
 @pytest.mark.parametrize("cores_", [8, 10, 11])
 def test_three_candidate_runs_never_give_less_room_than_two(cores_):
-    """AUTO_MOST 3: three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
+    """(With AUTO_MOST 3, found by rv24:) three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
     where two runs (-n 4 or 5 each) were chosen before: a sweep, or a cell with a scoped teeth, on 8-11 cores goes
     serial."""
     from ort_gpu_matrix.room import decide
     two = decide(None, None, 2, cores_, 8, (139000, 140000), [1000, 1000])
     three = decide(None, None, 3, cores_, 8, (139000, 140000), [1000, 1000, 1000])
+    four = decide(None, None, 4, cores_, 8, (139000, 140000), [1000] * 4)
     assert two.slots == 2
     assert three.slots >= two.slots, three.why
+    assert four.slots >= two.slots, four.why
 
 
 def test_matrix_cores_a_non_ascii_digit_is_a_clear_error_not_a_traceback(monkeypatch):

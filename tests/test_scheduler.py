@@ -489,3 +489,20 @@ def test_a_runs_cost_leaves_out_its_wait_for_a_census_and_its_tail_is_from_its_f
         del marks[m]["kept"], marks[m]["keep_wait_start"]
     (bundle / "report.json").write_text(json.dumps({"timings": marks}))
     assert _last_whole(tmp_path, "s-teeth") == (4.0, 4.0)  # it waited for nothing: its duration as stored
+
+
+def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_nothing_waits_on(tmp_path):
+    """The costs the H200's 4-slot sweep planned with (docs/evidence/one-gpu-cells-h200.md): blind to runs slowing
+    each other, the search put a normal ahead of a require_cudnn, so that require_cudnn's teeth could not start
+    early. With a teeth that may start early, both require_cudnn runs are first, and both teeth start with them."""
+    from ort_gpu_matrix.scheduler import plan
+
+    shape = {"s": {"normal": 40.6, "require_cudnn": 39.6, "teeth": 13.5},
+             "t": {"normal": 40.2, "require_cudnn": 40.2, "teeth": 13.2}}
+    jobs = _jobs(shape, tmp_path)
+    for job in jobs:
+        if job.mode == "teeth":
+            job.early_s, job.tail_s = 0.0, 6.5
+    order, makespan = plan(jobs, 4)
+    assert [j.mode for j in order[:2]] == ["require_cudnn", "require_cudnn"], [j.session for j in order]
+    assert makespan == 80.4  # the normals after the first require_cudnn ends: 39.6 + 40.6, 40.2 + 40.2
