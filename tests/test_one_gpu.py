@@ -555,3 +555,67 @@ def test_a_census_given_to_a_sweep_that_is_no_child_is_refused(tmp_path, venvs):
         assert ("sweep: --census and --census-file are what a --gpus sweep gives its own child runs; a sweep reads "
                 "each census itself from the require_cudnn run it makes: drop them") in proc.stdout, proc.stdout[-2000:]
         assert not (tmp_path / "results" / f"{CELL}-normal.json").exists()  # nothing ran
+
+
+def _harness_of(pid, session):
+    """The child nox (the harness) above a test process: the first ancestor whose command line selects `session`."""
+    while pid > 1:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return None
+        if b"--select" in cmd and session.encode() in cmd:
+            return pid
+        pid = parent
+    return None
+
+
+def test_a_require_cudnn_killed_while_its_early_teeth_waits_stops_only_itself(tmp_path, venvs):
+    """After the teeth-start change, a failing run still stops only itself: require_cudnn's harness is SIGKILLed
+    while its teeth, started early, waits. It stored nothing, so the parent hands over `none`, teeth runs no test
+    and refuses as it would after a require_cudnn that stored nothing, and normal passes as ever."""
+    import signal
+    import time
+
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 0, "require_cudnn": 0, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}
+    assert cell_session(tmp_path, venvs, env=env).returncode == 0  # a last teeth run to start on
+    edit(m, 'SLOT_SLEEP_REQUIRE_CUDNN = "0"', 'SLOT_SLEEP_REQUIRE_CUDNN = "60"')
+    log.unlink()
+    full = {**os.environ, "MATRIX_TOML": str(m), "MATRIX_RESULTS": str(tmp_path / "results"),
+            "MATRIX_VENVS": str(venvs), **env}
+    proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    teeth_log = tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log"
+    teeth_log.unlink()
+    deadline = time.monotonic() + 120
+    started = None
+    while time.monotonic() < deadline and started is None:
+        starts = [r for r in map(json.loads, log.read_text().splitlines())] if log.exists() else []
+        started = next((r for r in starts if r["event"] == "start" and r["mode"] == "require_cudnn"), None)
+        time.sleep(0.2)
+    assert started is not None, "require_cudnn's test never started"
+    while time.monotonic() < deadline and not (teeth_log.exists() and "started early" in teeth_log.read_text()):
+        time.sleep(0.2)
+    harness = _harness_of(started["pid"], f"{CELL}-require_cudnn")
+    assert harness is not None
+    os.kill(harness, signal.SIGKILL)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out = proc.communicate()[0]
+        raise AssertionError("teeth never got word that its census would not come: " + out[-3000:]) from None
+    assert proc.returncode != 0, out[-3000:]
+    assert f"{CELL}-teeth: handed the census of {CELL}-require_cudnn: none (it stored no result)" in out, out[-3000:]
+    text = teeth_log.read_text()
+    assert "the early start is given up" in text and "no test ran in it" in text, text[-3000:]
+    teeth = stored(tmp_path, "teeth")
+    assert teeth["command"] == [] and teeth["verdict"] == "fail", teeth["reasons"]  # refused: no census
+    assert any("needs the census of" in r for r in teeth["reasons"]), teeth["reasons"]
+    assert stored(tmp_path, "normal")["verdict"] == "pass"  # it ran as ever
+    assert [r["mode"] for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"] == ["normal"]
+    assert f"{CELL}-require_cudnn: require_cudnn: it stored no result; its child exited -9" in out, out[-3000:]
