@@ -105,7 +105,7 @@ def _handed(path: Path, results_dir: Path, cell: Cell, mode: str, fingerprint: d
     try:
         ref, why = wait_ref(path)  # unbounded: the parent always writes it, and this process dies with the parent
         if ref is None:
-            log(f"{session}: no census was handed over: {why}")
+            log(f"{session}: no census was handed over: {term(why or '')}")  # read from a file: escaped
             return None
         found = census_from_store(results_dir, ref)
     except (HandoffError, CensusError) as exc:

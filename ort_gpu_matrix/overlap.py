@@ -1,7 +1,8 @@
 """A cell session's mode runs overlapped on the one GPU it was given: the sweep's scheduler, reused.
 
 `nox -s gpu-3.12-h200` runs normal and require_cudnn at once, then teeth as soon as require_cudnn has
-stored its result, when the host has room for two (room.py). Each mode run is then what a `--gpus`
+stored its result, when the host has room for two (room.py); with room for three, a scoped teeth
+with a last run on record starts with the pair and its tests wait for the census (earlyteeth.py). Each mode run is then what a `--gpus`
 sweep makes of it: a child `nox -s sweep -- --child --select <mode session>` of its own, in a process
 session of its own, with its own private dir, result, fd tap and library audit, and its own log under
 `<results>/sweep-logs/`. A child that fails or hangs stops only itself; teeth is started only after
@@ -56,7 +57,8 @@ def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
 
 def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], wanted: int | None) -> Room:
     """The room for this cell's modes on the GPU this process was given, from what the host has now. A scoped
-    teeth may be a third run at once (earlyteeth.py): it starts with the pair and waits for its census."""
+    teeth with a last run on record counts as a third run at once (earlyteeth.py): with room for three it starts
+    with the pair and waits for its census; with room for two it starts after require_cudnn."""
     n = cores()
     peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
     together = together_of(cell, modes, matrix.workspace.results_dir)

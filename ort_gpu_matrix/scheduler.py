@@ -5,15 +5,18 @@ nox's own parallelism knows nothing of GPUs, so each mode run is a child `nox -s
 not the cell: a slot that drew two 3-mode cells in a row would otherwise finish long after the
 others went idle. normal and require_cudnn of one cell may run at once on two slots; teeth waits
 for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
-`census_args`), and prefers the slot that ran it.
+`census_args`), and prefers the slot that ran it. A scoped teeth marked early (earlyteeth.py) may
+start while its require_cudnn runs, ahead of any other waiting run: its processes collect, then
+wait for the census, which its parent hands over once require_cudnn's child has exited.
 
 A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
 all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
 
 The queue is longest first: each run's last known duration from the results dir (no data counts
-as the longest), with a require_cudnn ranked by the teeth that waits on it too. The order is then
-refined by simulating the schedule (`plan`), a few hundred moves at most, and the predicted
-makespan is logged with it.
+as the longest), with a require_cudnn ranked by the teeth that waits on it too, and one that an
+early teeth waits on kept ahead of every run nothing waits on. The order is then refined by
+simulating the schedule (`plan`, an early start included), a few hundred moves at most, and the
+predicted makespan is logged with it.
 
 Each child writes its own log; the terminal shows a line as each run starts and ends, and every
 30 s the runs still going. A failing or crashing child never stops the others, and its exit code
@@ -124,8 +127,9 @@ def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
         tail = float(top["finished"]) - float(top["first_test_start"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return duration, None
-    waits = [float(m["kept"]) - float(m["keep_wait_start"]) for name, m in marks.items()
-             if name != "controller" and isinstance(m, dict) and "kept" in m and "keep_wait_start" in m]
+    # every process that waited: xdist's workers, or the one pytest process of a suite without -n (rv25)
+    waits = [float(m["kept"]) - float(m["keep_wait_start"]) for m in marks.values()
+             if isinstance(m, dict) and "kept" in m and "keep_wait_start" in m]
     if not waits:
         return duration, round(max(0.0, tail), 3)
     return round(max(0.0, span - max(0.0, min(waits))), 3), round(max(0.0, tail), 3)
@@ -470,8 +474,8 @@ def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list
     if job.after is None:
         return []
     found = fresh_result(job.after, results_dir)
-    if isinstance(found, str):
-        say(f"{job.session}: starts without the census of {job.after.session}: {found}")
+    if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
+        say(f"{job.session}: starts without the census of {job.after.session}: {_shown(found)}")
         return []
     return ["--census", f"{found.session}={found.run_id}"]
 

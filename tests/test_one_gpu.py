@@ -487,39 +487,65 @@ def test_ctrl_c_while_an_early_teeth_waits_stores_no_teeth_result_and_its_last_o
 
 def test_a_sweep_starts_a_scoped_teeth_while_its_require_cudnn_runs_and_its_tests_wait_for_the_stored_census(
         tmp_path, venvs):
-    """Issue 24, in a `--gpus` sweep as in a cell session: a scoped teeth with a last run to collect on takes the
-    first free slot once its require_cudnn runs, and its test runs only after that census is stored and handed
-    over. Every figure is as in the sweep before, where teeth started after require_cudnn."""
+    """Issue 24, in a `--gpus` sweep as in a cell session, in the H200's shape: two cells on four slots. Each scoped
+    teeth with a last run to collect on starts beside its require_cudnn, both require_cudnn runs start before
+    either normal, and a teeth's test runs only after its census is stored and handed over. Every figure is as in
+    the sweep before, where each teeth started after its require_cudnn."""
     log = tmp_path / "slots.jsonl"
-    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 1, "require_cudnn": 8, "teeth": 0},
-                                                      "y": {"normal": 1}})
-    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
-    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}  # three runs of -n 1
+    m = write_modes_matrix(tmp_path / "m.toml", log, {c: {"normal": 1, "require_cudnn": 8, "teeth": 0} for c in "xy"})
+    for c in "xy":
+        edit(m, f"[suite.s{c}]\n", f'[suite.s{c}]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "4"}  # four runs of -n 1
+    modes = [(c, mode) for c in "xy" for mode in ("normal", "require_cudnn", "teeth")]
     first = sweep(tmp_path, venvs, "--gpus", "0", "--confirm", "0", env=env)
     assert first.returncode == 0, first.stdout[-3000:]
     assert "may start while" not in first.stdout  # no last teeth run to collect on
-    before = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
-    assert teeth_process_start(tmp_path, before["teeth"]) > records(log)["x", "require_cudnn"]["end"]
+    before = {(c, mode): stored(tmp_path, mode, c) for c, mode in modes}
+    for c in "xy":
+        assert teeth_process_start(tmp_path, before[c, "teeth"]) > records(log)[c, "require_cudnn"]["end"]
     log.unlink()
 
     second = sweep(tmp_path, venvs, "--gpus", "0", "--confirm", "0", env=env)
     out = second.stdout
     assert second.returncode == 0, out[-3000:]
-    assert "\nsweep: 3 mode run(s) at once per GPU (" in out, out[-3000:]
-    assert f"{CELL}-teeth: may start while {CELL}-require_cudnn runs: its processes collect meanwhile" in out, out[-3000:]
-    assert f"{CELL}-teeth: starts while {CELL}-require_cudnn runs; its census is handed over when that ends" in out
-    after = {m: stored(tmp_path, m) for m in ("normal", "require_cudnn", "teeth")}
-    assert teeth_process_start(tmp_path, after["teeth"]) < records(log)["x", "require_cudnn"]["end"]
-    census = tmp_path / "results" / after["require_cudnn"]["bundle"] / "result.json"
-    first_test = min(m["first_test_start"] for m in marks(tmp_path, after["teeth"]).values() if m.get("first_test_start"))
-    assert census.stat().st_mtime < first_test
-    assert f"handed the census of {CELL}-require_cudnn run {after['require_cudnn']['run_id']}" in out
-    for mode in before:
-        for key in ("verdict", "counts", "outcomes", "dispatch", "teeth_coverage", "reasons"):
-            assert after[mode][key] == before[mode][key], (mode, key)
-    assert after["teeth"]["teeth_coverage"]["checked"] and after["teeth"]["teeth_coverage"]["bitten"] == 1
+    assert "\nsweep: 4 mode run(s) at once per GPU (" in out, out[-3000:]
+    after = {(c, mode): stored(tmp_path, mode, c) for c, mode in modes}
+    for c in "xy":
+        cell = f"gpu-{PY}-{c}"
+        assert f"{cell}-teeth: may start while {cell}-require_cudnn runs: its processes collect meanwhile" in out
+        assert f"{cell}-teeth: starts while {cell}-require_cudnn runs; its census is handed over when that ends" in out
+        assert teeth_process_start(tmp_path, after[c, "teeth"]) < records(log)[c, "require_cudnn"]["end"]
+        census = tmp_path / "results" / after[c, "require_cudnn"]["bundle"] / "result.json"
+        first_test = min(m["first_test_start"] for m in marks(tmp_path, after[c, "teeth"]).values()
+                         if m.get("first_test_start"))
+        assert census.stat().st_mtime < first_test
+        assert f"handed the census of {cell}-require_cudnn run {after[c, 'require_cudnn']['run_id']}" in out
+    started = [r["mode"] for r in sorted(json.loads((tmp_path / "results" / "sweep-timeline.json").read_text()),
+                                         key=lambda r: r["started"])]
+    assert started[-2:] == ["normal", "normal"], started  # both require_cudnn (and their teeth) went first
+    for key in modes:
+        for field in ("verdict", "counts", "outcomes", "dispatch", "teeth_coverage", "reasons"):
+            assert after[key][field] == before[key][field], (key, field)
+    assert all(after[c, "teeth"]["teeth_coverage"]["bitten"] == 1 for c in "xy")
     handed = Path(out.split("(handed over in ", 1)[1].split(")", 1)[0])
     assert not handed.exists()
+
+
+def test_a_cell_on_two_slots_overlaps_its_pair_and_starts_no_teeth_early(tmp_path, venvs):
+    """rv25: on two slots an early teeth would take the slot normal runs in, so normal would wait for require_cudnn.
+    With a last teeth run on record, `--slots-per-gpu 2` still overlaps the pair, and teeth follows its census."""
+    log = tmp_path / "slots.jsonl"
+    m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 4, "require_cudnn": 4, "teeth": 0}})
+    edit(m, "[suite.sx]\n", '[suite.sx]\nteeth_scope = "cudnn"\n')
+    env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}
+    assert cell_session(tmp_path, venvs, "--slots-per-gpu", "2", env=env).returncode == 0  # a last teeth run
+    log.unlink()
+    again = cell_session(tmp_path, venvs, "--slots-per-gpu", "2", env=env)
+    assert again.returncode == 0, again.stdout[-3000:]
+    rec = records(log)
+    assert overlaps(rec["x", "normal"], rec["x", "require_cudnn"]), rec
+    assert "may start while" not in again.stdout
+    assert teeth_process_start(tmp_path, stored(tmp_path, "teeth")) > rec["x", "require_cudnn"]["end"]
 
 
 def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_path):

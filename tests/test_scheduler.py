@@ -506,3 +506,69 @@ def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_not
     order, makespan = plan(jobs, 4)
     assert [j.mode for j in order[:2]] == ["require_cudnn", "require_cudnn"], [j.session for j in order]
     assert makespan == 80.4  # the normals after the first require_cudnn ends: 39.6 + 40.6, 40.2 + 40.2
+
+
+def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
+    """earlyteeth.mark: every run of the plan at once (a cell's three), or four slots and more, where the first
+    `slots // 2` scoped teeth start beside their require_cudnn. On two or three slots with more runs than slots, a
+    waiting teeth would hold the slot a normal runs in (rv25)."""
+    import dataclasses
+
+    import ort_gpu_matrix.earlyteeth as et
+
+    monkeypatch.setattr(et, "basis", lambda results_dir, session: ["t.py::test"])  # each teeth has a last run
+
+    def early(cells, slots):
+        jobs = _jobs({c: {"normal": 10, "require_cudnn": 10, "teeth": 5} for c in cells}, tmp_path)
+        for job in jobs:
+            job.cell = dataclasses.replace(job.cell, suite=dataclasses.replace(job.cell.suite, teeth_scope="cudnn"))
+        handoff = et.mark(jobs, slots, tmp_path, lambda line: None)
+        if handoff is not None:
+            handoff.close()
+        return [j.cell.name for j in jobs if j.early_s is not None]
+
+    assert early("a", 3) == ["g-a"]  # a cell's three at once
+    assert early("a", 2) == []  # normal would wait
+    assert early("ab", 3) == []
+    assert early("ab", 4) == ["g-a", "g-b"]  # the H200's two-cell sweep
+    assert early("abc", 4) == ["g-a", "g-b"]  # each of the first two beside its require_cudnn
+    assert early("abc", 9) == ["g-a", "g-b", "g-c"]
+
+
+def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path):
+    """rv25: without -n the pytest process itself collects and waits, and marks it on the controller."""
+    from ort_gpu_matrix.scheduler import _last_whole
+
+    bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
+    bundle.mkdir(parents=True)
+    (bundle / "result.json").write_text(json.dumps({"duration_s": 4.5, "command": ["pytest"], "stopped": None}))
+    marks = {"controller": {"process_start": 100.0, "keep_wait_start": 106.0, "kept": 123.5,
+                            "first_test_start": 124.0, "finished": 128.0}}
+    (bundle / "report.json").write_text(json.dumps({"timings": marks}))
+    assert _last_whole(tmp_path, "s-teeth") == (10.5, 4.0)  # 28 s of span less 17.5 s of wait
+
+
+def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
+    """rv25: the reason may quote a run id read from a stored file; it reaches the terminal escaped."""
+    from ort_gpu_matrix import earlyteeth
+    from ort_gpu_matrix.handoff import Handoff
+
+    from unitkit import result
+
+    from ort_gpu_matrix.results import current_path
+
+    _normal, rc, teeth = _jobs({"x": {"normal": 1.0, "require_cudnn": 1.0, "teeth": 1.0}}, tmp_path)
+    stale = result("require_cudnn", name="g-x", run_id="\x1b[2J\x1b[31mOK", started="2026-01-01T00:00:00+00:00")
+    current_path(tmp_path, rc.session).write_text(json.dumps(stale.to_dict()))  # older than this sweep
+    rc.started = time.time()
+    teeth.proc = subprocess.Popen(["true"])
+    teeth.proc.wait()
+    said = []
+    handoff = Handoff(said.append)
+    try:
+        earlyteeth.hand_over(rc, [rc, teeth], handoff, tmp_path, said.append)
+    finally:
+        handoff.close()
+    handed = [line for line in said if "handed the census" in line]
+    assert handed and "is older than this sweep" in handed[0], said
+    assert not any("\x1b" in line for line in said), said
