@@ -550,11 +550,10 @@ def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path
 
 def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
     """rv25: the reason may quote a run id read from a stored file; it reaches the terminal escaped."""
-    from ort_gpu_matrix import earlyteeth
-    from ort_gpu_matrix.handoff import Handoff
-
     from unitkit import result
 
+    from ort_gpu_matrix import earlyteeth
+    from ort_gpu_matrix.handoff import Handoff
     from ort_gpu_matrix.results import current_path
 
     _normal, rc, teeth = _jobs({"x": {"normal": 1.0, "require_cudnn": 1.0, "teeth": 1.0}}, tmp_path)
