@@ -267,11 +267,11 @@ def sweep_part(args, base, dirs, log, out) -> list[str]:
         if not args.no_warm:
             wall(cmd, env_for(d, base), log)
         walls = [wall(cmd, env_for(d, base), log)[0] for _ in range(args.repeat)]
-        got = median(walls)
+        got, runs = median(walls), timeline(d)
         out.setdefault("sweep_variants", {})[text] = {"one_gpu_s": got, "ratio": round(got / ss, 3), "runs": walls,
-                                                      "timeline": timeline(d)}
+                                                      "timeline": runs}
         print(f"two-cell sweep on one GPU, {text!r}: {got} s vs {ss} s serial: {got / ss:.2f} x")
-        show_timeline(f"sweep-gpu {text}", timeline(d))
+        show_timeline(f"sweep-gpu {text}", runs)
         diffs += [f"{text}: {x}" for x in differences(figures(dirs["sweep-serial"]), figures(d))]
     return diffs
 

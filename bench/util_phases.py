@@ -4,7 +4,7 @@
 
 UTIL.txt is what docs/evidence/run-one-gpu-cells-h200.sh samples every second: a wall time, /proc/stat's first
 line (the CPU's jiffies) and nvidia-smi's utilization.gpu. Each TIMELINE is a sweep's sweep-timeline.json, or a
-results dir: its sweep-timeline.json, else every stored run's start and duration.
+results dir: its sweep-timeline.json, else every stored run's start and duration (bench/stored_runs.py).
 A phase runs from one run's start or end to the next (of 1 s or more); for each: the runs going, the share of all cores busy
 (from the jiffies), and the GPU's mean utilization. Nothing here is a test.
 """
@@ -13,8 +13,10 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.stored_runs import stored_runs  # noqa: E402
 
 
 def samples(path: Path) -> list[tuple[float, int, int, float | None]]:
@@ -32,17 +34,6 @@ def samples(path: Path) -> list[tuple[float, int, int, float | None]]:
         gpu = float(f[-1]) if f[-1].replace(".", "", 1).isdigit() and len(f) > 12 else None
         out.append((t, sum(ticks) - idle, sum(ticks), gpu))
     return out
-
-
-def from_results(results: Path) -> list[dict]:
-    """A timeline from every stored run's start and duration, where no sweep-timeline.json was written (a serial
-    sweep, a cell session). A run's duration leaves out its harness's own start, and an early teeth's its wait."""
-    runs = []
-    for p in sorted(results.glob("runs/*/*/result.json")):
-        r = json.loads(p.read_text())
-        start = datetime.fromisoformat(r["started"]).timestamp()
-        runs.append({"session": r["session"], "started": start, "ended": start + float(r["duration_s"])})
-    return runs
 
 
 def phases(timeline: list[dict], util: list[tuple[float, int, int, float | None]]) -> list[str]:
@@ -73,7 +64,7 @@ def main() -> int:
     for d in sys.argv[2:]:
         path = Path(d) / "sweep-timeline.json" if Path(d).is_dir() else Path(d)
         try:
-            timeline = json.loads(path.read_text()) if path.exists() or not Path(d).is_dir() else from_results(Path(d))
+            timeline = json.loads(path.read_text()) if path.exists() or not Path(d).is_dir() else stored_runs(Path(d))
         except (OSError, ValueError) as exc:
             print(f"## {d}: no timeline to read ({exc})")
             continue

@@ -57,8 +57,7 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable
     slots, where each of the first `slots // 2` such teeth starts beside its require_cudnn and the rest follow (a
     two-cell sweep, 0.59x of serial). With fewer slots a waiting teeth holds the slot a normal would run in: a
     cell on two slots would run its normal only after require_cudnn (rv25: 50 s planned against 35.8 s)."""
-    can = [j for j in jobs if j.after is not None and j.cell.suite.teeth_scope == "cudnn"
-           and basis(results_dir, j.session) is not None]
+    can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
     if not early:
         return None

@@ -62,7 +62,7 @@ class Job:
     cell: Cell
     mode: str
     log: Path
-    predicted_s: float | None = None  # its last known duration; None: no data (planned as the longest)
+    predicted_s: float | None = None  # its last run's cost (last_duration); None: no data (planned as the longest)
     after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
     early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
     tail_s: float | None = None  # of its last run, the part from its first test to its end: what a start paid early leaves
@@ -195,11 +195,11 @@ def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
     otherwise be paid after the census, on the critical path."""
     began = began or {}
     ready = [j for j in waiting if j.after is None or j.after in finished or _early(j, began, now)]
-    early = [j for j in ready if j.after is not None and j.after not in finished]
-    for job in early or ready:
-        preferred = slot_of.get(job.after) if job.after is not None else None
-        return job, preferred if preferred is not None and preferred in free else min(free)
-    return None
+    if not ready:
+        return None
+    job = next((j for j in ready if j.after is not None and j.after not in finished), ready[0])
+    preferred = slot_of.get(job.after) if job.after is not None else None
+    return job, preferred if preferred is not None and preferred in free else min(free)
 
 
 def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
