@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import PY, REPO, SUITES
 from matrixtext import matrix_head
+from noxout import ends_line
 
 MATRIX = matrix_head(suite="slots", modes=["normal"], libs=["a", "b", "c", "d"]) + """[pairing]
 include = [
@@ -231,7 +232,7 @@ def test_bad_gpu_options_are_clean_errors_before_anything_runs(tmp_path, venvs, 
     smi.chmod(0o755)
     proc = sweep(tmp_path, venvs, *args, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert proc.returncode != 0
-    assert f"nox > Session sweep aborted: {message}.\n" in proc.stdout, proc.stdout[-2000:]
+    assert ends_line(proc.stdout, f"nox > Session sweep aborted: {message}"), proc.stdout[-2000:]
     assert "Traceback" not in proc.stdout
     assert not (tmp_path / "results").exists()  # nothing ran, nothing was written
 
