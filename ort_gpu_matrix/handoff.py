@@ -2,9 +2,10 @@
 
 In a cell session on one GPU, or a `--gpus` sweep, teeth's start (interpreter, torch, ORT, collection: most
 of a scoped teeth) can be paid while require_cudnn still runs. Its parent starts it with
-`--census-file SESSION=PATH` and, once require_cudnn's child has exited, writes the run it stored into PATH: `SESSION=RUN_ID`, the same reference a
-teeth started after it gets as `--census`, or `none: why` when it stored nothing. The file is renamed into
-place, so a reader sees all of it or nothing, and it lives in the parent's private 0700 dir.
+`--census-file SESSION=PATH` and, once require_cudnn's child has exited, writes the run it stored into PATH:
+`SESSION=RUN_ID`, the same reference a teeth started after it gets as `--census`, or `none: why` when it stored
+nothing. The file is renamed into place, so a reader sees all of it or nothing, and it lives in the parent's
+private 0700 dir.
 
 So the census is still read only once its run is stored, and from that run's own bundle (harness.py's
 `census_from_store`): the early start changes when teeth's processes start, never what they judge.

@@ -5,9 +5,10 @@ stored its result, when the host has room for two (room.py); with room for three
 with a last run on record starts with the pair and its tests wait for the census (earlyteeth.py).
 Each mode run is then what a `--gpus` sweep makes of it: a child `nox -s sweep -- --child --select
 <mode session>` of its own, in a process session of its own, with its own private dir, result, fd
-tap and library audit, and its own log under `<results>/sweep-logs/`. A child that fails or hangs stops only itself; teeth is started only after
-its require_cudnn child has exited, and reads that run's stored bundle (`--census`), never the
-session's current file. The children inherit CUDA_VISIBLE_DEVICES as the session has it (or not),
+tap and library audit, and its own log under `<results>/sweep-logs/`. A child that fails or hangs
+stops only itself. Teeth's tests run only after its require_cudnn child has exited, on that run's
+stored bundle (`--census`, or `--census-file` for a teeth started early), never on the session's
+current file. The children inherit CUDA_VISIBLE_DEVICES as the session has it (or not),
 so each run sees the GPU a serial run would.
 
 The venv is built (or checked) once, here, before any child starts: the children then reuse it.
