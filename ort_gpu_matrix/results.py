@@ -31,14 +31,17 @@ from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 from . import gpus, pollution, typecheck
 from .cells import Cell
 from .confirmed import Confirmation
+from .eprules import EpCensus
 from .fsutil import UMASK, copy_atomic, write_json
 from .ortsource import SourceTree
 from .pollution import UNKNOWN, Pollution
 from .run import RunOutcome
 from .verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
 
-SCHEMA_VERSION = 2  # 2: isolation and pollution, known_flaky and confirmation
-READS = (1, 2)  # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation
+SCHEMA_VERSION = 3  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep)
+# a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
+# result reads with no EP census (ep.taken false: nothing is known of which EP served its tests)
+READS = (1, 2, 3)
 T = TypeVar("T")
 
 
@@ -133,6 +136,7 @@ class Result:
     # a confirmation rerun's own bundle: the run id of the run it reran (never a session's current result); the
     # scheduler's last duration and peak skip it, since a rerun of a few tests says nothing of a whole run
     rerun_of: str | None = None
+    ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (eprules.py)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -201,6 +205,9 @@ def _field(hint: Any, value: Any) -> Any:
     args = typing.get_args(hint)
     if typing.get_origin(hint) is list and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
         return [_build(args[0], v) for v in value]
+    if typing.get_origin(hint) is dict and len(args) == 2 and isinstance(args[1], type) \
+            and dataclasses.is_dataclass(args[1]):
+        return {k: _build(args[1], v) for k, v in value.items()}
     return value
 
 
@@ -248,6 +255,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         pollution=polluters,
         tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
         known_flaky=verdict.known_flaky,
+        ep=verdict.ep,
     )
 
 

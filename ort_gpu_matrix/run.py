@@ -27,10 +27,11 @@ from types import FrameType
 from packaging.version import Version
 
 import ort_matrix_probe
+from ort_matrix_probe.epcensus import KINDS
 from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
 from ort_matrix_probe.isolation import MODES as ISOLATIONS
 from ort_matrix_probe.keepwait import WAIT_ENV
-from ort_matrix_probe.schema import REPORT_VERSION, ProbeReport
+from ort_matrix_probe.schema import READS_REPORTS, ProbeReport
 
 from .cells import Cell
 from .fsutil import copy_atomic, write_atomic
@@ -366,12 +367,15 @@ def report_problem(report: object) -> str | None:
     for key, kind in _REPORT_SHAPE.items():
         if not isinstance(report.get(key), kind):
             return f"the probe's report is malformed: {key!r} is missing or has the wrong type"
-    if report["report_version"] != REPORT_VERSION:
-        return f"the probe's report has report_version {report['report_version']}, this engine reads {REPORT_VERSION}"
+    if report["report_version"] not in READS_REPORTS:
+        return (f"the probe's report has report_version {report['report_version']}, this engine reads "
+                f"{', '.join(map(str, READS_REPORTS))}")
     for nodeid, entry in report["tests"].items():
         if not (isinstance(entry, dict) and isinstance(entry.get("sdpa"), list)
                 and isinstance(entry.get("message"), str) and entry.get("outcome") in _OUTCOMES):
             return f"the probe's report is malformed: the entry of {nodeid!r}"
+        if not all(_ep_use(u) for u in entry.get("ep", [])) or not isinstance(entry.get("ep", []), list):
+            return f"the probe's report is malformed: the EP census of {nodeid!r}"
     for key, needed in (("audits", ("by_name", "cudnn_copies")), ("collection", ("nodeid", "outcome", "message"))):
         if not all(isinstance(e, dict) and all(k in e for k in needed) for e in report[key]):
             return f"the probe's report is malformed: an entry of {key!r}"
@@ -392,6 +396,19 @@ def _pollution_entry(e: object) -> bool:
             and not isinstance(e.get("later_tests"), bool) and isinstance(e.get("changes"), list)
             and all(isinstance(c, dict) and isinstance(c.get("what"), str) and isinstance(c.get("name"), str)
                     and text_or_none(c.get("before")) and text_or_none(c.get("after")) for c in e["changes"]))
+
+
+def _ep_use(u: object) -> bool:
+    """One CUDA-asking session as the probe's census writes it (epcensus.py)."""
+    def names(v: object) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    return (isinstance(u, dict) and isinstance(u.get("session"), int) and names(u.get("asked"))
+            and names(u.get("served")) and isinstance(u.get("runs"), dict)
+            and all(isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for k, n in u["runs"].items())
+            and u.get("fallback", KINDS[0]) in KINDS
+            and all(isinstance(u.get(k, ""), str) for k in ("reason", "error")))
 
 
 _OUTCOMES = (None, "passed", "failed", "skipped", "error", "xfailed", "xpassed")

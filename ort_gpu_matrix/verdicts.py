@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ort_matrix_probe.schema import Audit, ProbeReport
+from ort_matrix_probe.schema import Audit, EpUse, ProbeReport
 
-from . import tierrules
+from . import eprules, tierrules
 from .config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from .elf import kind
 from .flakes import judged
@@ -53,6 +53,7 @@ class TestResult:
     message: str
     sdpa: tuple[str, ...]
     reruns: int = 0  # failed attempts before this outcome (pytest-rerunfailures)
+    ep: tuple[EpUse, ...] = ()  # the probe's EP census: each CUDA-asking session it built or ran
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ class Verdict:
     stale_rules: list[StaleRule] = field(default_factory=list)
     tier_breaks: list[tierrules.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
     known_flaky: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # node id -> the set its rule lists
+    ep: eprules.EpCensus = field(default_factory=eprules.EpCensus)  # which EP served the CUDA-asking tests
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,10 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     for nodeid, t in report.get("tests", {}).items():
         if t.get("outcome"):
             out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", [])),
-                                  int(t.get("reruns", 0))))
+                                  int(t.get("reruns", 0)), tuple(t.get("ep", ()))))
         else:  # reported on, but without an outcome: its process died under it
-            out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", ()))
+            out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", (),
+                                  ep=tuple(t.get("ep", ()))))
         if t.get("teardown_error"):
             out.append(TestResult(nodeid + "::teardown", "error", t.get("teardown_error", ""), ()))
     for c in report.get("collection", []):
@@ -437,7 +440,7 @@ def expectation_reasons(outcomes: OutcomeJudge, expect: DispatchExpect, tests: l
     Calibrate re-judges a run with this under the expectations it wrote, to say what they cannot accept."""
     reasons = outcomes(expect, tests, counts, prior).reasons
     _dispatch_rules(expect, tests, reasons)
-    return reasons
+    return reasons + eprules.judge(expect, tests, taken=True)[1].reasons
 
 
 def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[str]:
@@ -518,12 +521,16 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
+    ep, ep_found = eprules.judge(expect, tests, taken=report is not None and report["report_version"] >= 3)
+    found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), _listing(shown))
+                    for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)
     reasons += found.reasons
     _dispatch_rules(expect, tests, reasons)
+    reasons += ep_found.reasons
     libraries, lib_reasons, lib_warnings = library_audit(report, preload, venv)
     reasons += lib_reasons
-    warnings = found.warnings + lib_warnings + [s.warning() for s in stale]
+    warnings = found.warnings + ep_found.warnings + lib_warnings + [s.warning() for s in stale]
     skewed = skew_warning(report, source)
     if skewed:
         warnings.append(skewed)
@@ -534,7 +541,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
-                   stale, found.tier_breaks, judged(expect.known_flaky, tests)[2])
+                   stale, found.tier_breaks, judged(expect.known_flaky, tests)[2], ep)
 
 
 def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:

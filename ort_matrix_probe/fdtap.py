@@ -1,10 +1,12 @@
-"""Read what native code prints on fd 1 while ORT runs, and give it back.
+"""Read what native code prints on fd 1 (or fd 2) while ORT works, and give it back.
 
 ORT prints `SdpaKernel=<TIER>` from C++ straight to fd 1, below Python's
 sys.stdout and below pytest's capture, so the only place to see it is fd 1
 itself. The tap swaps a pipe in for fd 1 while a run is in progress, then
 writes every byte back to whatever fd 1 was (pytest's capture, or a test's own
 dup2 capture), so the tests see exactly what they would have seen alone.
+The same tap on fd 2 around a session's creation reads ORT's log of a CUDA EP
+that would not load (epcensus.py).
 """
 from __future__ import annotations
 
@@ -31,8 +33,8 @@ def _flush_native() -> None:
         pass
 
 
-class Fd1Tap:
-    """One shared redirection of fd 1 for overlapping runs, reference counted.
+class FdTap:
+    """One shared redirection of a native fd (1 unless told) for overlapping calls, reference counted.
 
     The first run in opens it and the last one out restores fd 1, hands the
     bytes to `sink` and writes them back. Only open and close take the lock,
@@ -41,8 +43,9 @@ class Fd1Tap:
     while only CPU sessions ran cannot be a CUDA kernel's dispatch line.
     """
 
-    def __init__(self, sink: Callable[[bytes, bool], None]) -> None:
+    def __init__(self, sink: Callable[[bytes, bool], None], fd: int = 1) -> None:
         self._sink = sink
+        self._fd = fd
         self._lock = threading.Lock()
         self._depth = 0
         self._cuda = False
@@ -63,11 +66,11 @@ class Fd1Tap:
         with self._lock:
             if self._depth == 0:
                 self._cuda = False
-                sys.stdout.flush()
+                (sys.stdout if self._fd == 1 else sys.stderr).flush()
                 _flush_native()
                 r, w = os.pipe()
-                self._saved = os.dup(1)
-                os.dup2(w, 1)
+                self._saved = os.dup(self._fd)
+                os.dup2(w, self._fd)
                 os.close(w)
                 self._chunks = []
                 self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
@@ -81,7 +84,7 @@ class Fd1Tap:
             if self._depth:
                 return
             _flush_native()
-            os.dup2(self._saved, 1)
+            os.dup2(self._saved, self._fd)
             os.close(self._saved)
             assert self._reader is not None
             self._reader.join()
@@ -89,7 +92,7 @@ class Fd1Tap:
             self._sink(data, self._cuda)
             view = memoryview(data)
             while view:
-                view = view[os.write(1, view):]
+                view = view[os.write(self._fd, view):]
 
     def around(self, method: Callable[..., object], asks_cuda: Callable[[object], bool]) -> Callable[..., object]:
         """`method` (a session's run), run with fd 1 tapped; `asks_cuda(session)` says if it asked for CUDA."""

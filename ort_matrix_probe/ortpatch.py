@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from .fdtap import Fd1Tap
+from .epcensus import RUN_METHODS, EpCensus
+from .fdtap import FdTap
 from .inject import ASKED_CUDA, wrap_providers
 from .onimport import AfterImport
 
@@ -27,8 +28,9 @@ class Patch:
     """What one pytest session wants done to ORT's classes."""
 
     forced: dict[str, str]
-    tap: Fd1Tap
+    tap: FdTap
     on_injection: Callable[[], str]  # counts an injection; returns the current test's node id
+    census: EpCensus | None = None  # which EP served each CUDA-asking session (epcensus.py)
 
 
 def _install(cls: type, name: str, wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:
@@ -57,12 +59,23 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
         original = _unwrapped(session_cls, name)
         _install(session_cls, name, wrap_providers(original, name, patch.forced, patch.on_injection), original)
         installed.append((session_cls, name, original))
+    census = patch.census
+    create = _unwrapped(session_cls, "_create_inference_session")
+    if census is not None and create is not None:
+        census.bind(module)
+        _install(session_cls, "_create_inference_session", census.wrap_create(create), create)
+        installed.append((session_cls, "_create_inference_session", create))
     run_cls = getattr(module, "Session", session_cls)
-    for name in ("run", "run_with_iobinding"):
+    for name in RUN_METHODS:
         original = _unwrapped(run_cls, name)
-        if original is not None:
-            _install(run_cls, name, patch.tap.around(original, _asked_cuda), original)
-            installed.append((run_cls, name, original))
+        if original is None:
+            continue
+        # run_async returns before its kernels run: its output cannot be tapped, only its call counted
+        wrapped = original if name == "run_async" else patch.tap.around(original, _asked_cuda)
+        if census is not None:
+            wrapped = census.wrap_run(wrapped)
+        _install(run_cls, name, wrapped, original)
+        installed.append((run_cls, name, original))
 
     def restore() -> None:
         for cls, name, original in installed:

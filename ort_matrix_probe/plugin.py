@@ -34,7 +34,8 @@ import pytest
 from . import keepwait
 from . import report as reporting
 from .audit import audit, imported_version
-from .fdtap import Fd1Tap, tiers_in
+from .epcensus import EpCensus
+from .fdtap import FdTap, tiers_in
 from .isolation import ISOLATION_ENV, Isolation, mode_of
 from .loader import LOADER_ENV, recheck
 from .loader import apply as apply_loader
@@ -52,6 +53,7 @@ KEEP_ENV = "ORT_MATRIX_KEEP"
 SDPA_PROP = "ort_matrix.sdpa"
 INJECT_PROP = "ort_matrix.injections"
 UNATTRIBUTED_PROP = "ort_matrix.unattributed"
+EP_PROP = "ort_matrix.ep"
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
@@ -97,7 +99,8 @@ class Probe:
         loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
-        self.disarm = arm(Patch(_forced_options(), Fd1Tap(self.on_fd1), self.on_injection))
+        self.census = EpCensus(lambda: self.current)
+        self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
         self.isolation = Isolation(mode, self.process_name)
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
@@ -203,9 +206,10 @@ class Probe:
             rep.user_properties.append((SDPA_PROP, self.pending_sdpa.pop(item.nodeid, [])))
             rep.user_properties.append((INJECT_PROP, self.injected.pop(item.nodeid, 0)))
             rep.user_properties.append((UNATTRIBUTED_PROP, self.unattributed.pop(item.nodeid, [])))
+            rep.user_properties.append((EP_PROP, self.census.take(item.nodeid)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP)
+        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP, EP_PROP)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         entry = reporting.collection_entry(report)

@@ -2,7 +2,8 @@
 
 pytest's own exit code says nothing about skips, and its junit file nothing
 about kernels, so the probe keeps its own record: one entry per test with its
-outcome, its first failure line, and the tiers its runs printed.
+outcome, its first failure line, the tiers its runs printed, and the EPs that served its
+CUDA-asking sessions (epcensus.py).
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def crashed(nodeid: str) -> str:
     return f"worker crashed running {nodeid}"
 
 
-def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str) -> None:
+def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str,
+           ep_prop: str = "") -> None:
     """Fold one phase report (setup, call or teardown) into its test's entry."""
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
     if report.when in ("setup", "call"):  # the process that ran it: an xdist worker's id, or this one
@@ -65,6 +67,8 @@ def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop
                 entry["injections"] = int(value)
             elif name == unattributed_prop and value:
                 entry["unattributed"] = list(value)
+            elif name == ep_prop and value:
+                entry["ep"] = list(value)
 
 
 def collection_entry(report: Any) -> CollectionEntry | None:

@@ -10,7 +10,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from typing import NotRequired
 
-REPORT_VERSION = 2  # 2: isolation and pollution (2026-12)
+REPORT_VERSION = 3  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep")
+READS_REPORTS = (2, 3)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+
+
+class EpUse(TypedDict):
+    """One session that asked for the CUDA EP, as one test built or ran it (epcensus.py)."""
+
+    session: int  # numbered per test process, in the order sessions first asked for the CUDA EP
+    asked: list[str]  # the EP names it asked for, in order
+    served: list[str]  # get_providers() as the test ended ([]: no creation succeeded)
+    runs: dict[str, int]  # this test's runs that returned, per EP serving then ("none": no EP)
+    fallback: NotRequired[str]  # not_in_build, not_loaded, retried, run_fallback: the CUDA EP did not serve
+    reason: NotRequired[str]  # ORT's words for it, first line, at most 200 characters
+    error: NotRequired[str]  # its creation raised this and nothing served it (the test went on regardless)
 
 
 class TestEntry(TypedDict):
@@ -24,6 +37,7 @@ class TestEntry(TypedDict):
     reruns: NotRequired[int]  # failed attempts pytest-rerunfailures ran again
     rerun_messages: NotRequired[list[str]]  # the last few of their messages
     process: NotRequired[str]  # "controller", or the xdist worker ("gw0") that ran it
+    ep: NotRequired[list[EpUse]]  # its sessions that asked for the CUDA EP (report version 3)
 
 
 class CollectionEntry(TypedDict):

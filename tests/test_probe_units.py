@@ -9,7 +9,7 @@ import os
 from conftest import FAKE_CUDART, FAKE_CUDNN, build_so
 
 from ort_matrix_probe import audit as au
-from ort_matrix_probe.fdtap import Fd1Tap, tiers_in
+from ort_matrix_probe.fdtap import FdTap, tiers_in
 
 
 def test_tiers_in_finds_every_token_in_order_through_colour_codes():
@@ -21,7 +21,7 @@ def test_tiers_in_finds_every_token_in_order_through_colour_codes():
 
 def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd):
     got = []
-    tap = Fd1Tap(lambda data, cuda: got.append((data, cuda)))
+    tap = FdTap(lambda data, cuda: got.append((data, cuda)))
     tap.enter(False)
     os.write(1, b"SdpaKernel=MATH\n")
     tap.enter(True)  # an overlapping run: one window
@@ -42,7 +42,7 @@ def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd):
 
 def test_around_taps_each_call_and_asks_the_session_about_cuda(capfd):
     got = []
-    tap = Fd1Tap(lambda data, cuda: got.append((data, cuda)))
+    tap = FdTap(lambda data, cuda: got.append((data, cuda)))
 
     def run(session, n, k=0):
         os.write(1, f"SdpaKernel=MATH {session} {n} {k}\n".encode())
@@ -129,7 +129,7 @@ def test_by_name_reported_version_mapped_files_and_audit(tmp_path, monkeypatch):
 
 
 def test_a_window_leaves_no_file_descriptor_open(capfd):
-    tap = Fd1Tap(lambda data, cuda: None)
+    tap = FdTap(lambda data, cuda: None)
     before = sorted(os.listdir("/proc/self/fd"))
     for _ in range(3):
         tap.enter(True)

@@ -200,6 +200,31 @@ class TierRule:
     reason: str = key("why: what the tests are meant to run, or a finding to report upstream", "")
     observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
                                             "no test that passed is stale only in the cells it was seen in", ())
+@dataclass(frozen=True)
+class FallbackRule:
+    """A test allowed to be served by another EP after asking for the CUDA EP, and for which of ORT's reasons."""
+
+    test: str = key("a regex searched in the node id", "", required=True, regex=True, example='"test_moe_"')
+    error: str = key("a regex searched in ORT's reason for the fallback (its EP error, or the library that would "
+                     "not load); a fallback with another reason still fails", "", required=True, regex=True,
+                     example='"^CUDAExecutionProvider is not in this build"')
+    reason: str = key("why it is tolerated", "", required=True)
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "no fallback is stale only in the cells it was seen in", ())
+
+
+@dataclass(frozen=True)
+class CudaRunsRule:
+    """Tests that must make CUDA runs: a pass with fewer proves nothing about the GPU."""
+
+    test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
+                    required=True, regex=True, example='"TestMoE::"')
+    min: int = key("runs the CUDA EP served, at least, in each matching test that passed", 1, minimum=1)
+    reason: str = key("why: what the tests are meant to run on", "")
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "no test that passed is stale only in the cells it was seen in", ())
+
+
 FLAKY_OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 
 
@@ -232,6 +257,12 @@ class DispatchExpect:
                                      example='"CUDNN_FLASH_ATTENTION"')
     forbid_kernels: tuple[str, ...] = key("no test in dispatch_tests dispatched these", ())
     dispatch_tests: str | None = key("regex on node ids the two rules apply to (default: all)", None, regex=True)
+    allowed_fallbacks: tuple[FallbackRule, ...] = key(
+        "tests that may be served by another EP after asking for the CUDA EP, with ORT's reason (every other "
+        "fallback fails the mode); on a wheel without the CUDA EP, allow \"^CUDAExecutionProvider is not in this "
+        "build\"", ())
+    cuda_runs: tuple[CudaRunsRule, ...] = key("tests that must make CUDA runs: each test that passed and matches a "
+                                              "rule made at least `min` runs the CUDA EP served", ())
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from typing import Any
 
 from ..modes import SPECS
 from .model import (
+    CudaRunsRule,
     ExcludeEntry,
+    FallbackRule,
     FlakyRule,
     IncludeEntry,
     KeySpec,
@@ -131,6 +133,16 @@ def reference() -> str:
                  "Written by `nox -s calibrate` for a test whose outcome or tiers differed between its runs. A long "
                  "entry is written as a `[[expect.<mode>.known_flaky]]` table, so no line of the file passes 300 "
                  "characters.")
+    out += table(FallbackRule, "allowed_fallbacks entries",
+                 "A test that asked for the CUDA EP and was served by another (ORT's Python wrapper retried its "
+                 "session on the CPU, ORT's C++ layer skipped a CUDA EP that would not load, `Session.run` fell back "
+                 "on `EPFail`, or the wheel has no CUDA EP) fails its mode unless a rule matches both its node id "
+                 "and ORT's reason. A rule that matches no fallback is stale. See "
+                 "[the guide](../guide.md#which-ep-served).")
+    out += table(CudaRunsRule, "cuda_runs entries",
+                 "Every test that passed and matches `test` must have made at least `min` runs that the CUDA EP "
+                 "served; `nox -s calibrate` writes one per test function whose every passing case ran on CUDA. A "
+                 "rule that matches no test that passed is stale.")
     out += table(IncludeEntry, "[pairing] include = [{ ... }]",
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",

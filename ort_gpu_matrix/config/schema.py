@@ -17,7 +17,9 @@ from typing import Any
 from ..modes import MODES, SPECS
 from .model import (
     ID_PATTERN,
+    CudaRunsRule,
     ExcludeEntry,
+    FallbackRule,
     FlakyRule,
     IncludeEntry,
     Libs,
@@ -102,7 +104,8 @@ def _ids(ref: str) -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     expect = {"type": "object", "additionalProperties": False, "description": "what each mode expects",
               "properties": {m.value: {"$ref": f"#/$defs/{s.expect_type.__name__}"} for m, s in SPECS.items()}}
-    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, FlakyRule, Observation,
+    defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, FlakyRule, FallbackRule, CudaRunsRule,
+                                           Observation,
                                            IncludeEntry, ExcludeEntry)}
     defs |= {s.expect_type.__name__: table(s.expect_type) for s in SPECS.values()}
     defs["Suite"] = table(Suite, {"expect": expect})
