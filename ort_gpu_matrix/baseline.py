@@ -2,8 +2,8 @@
 
 A release engineer saves the last release's sweep as `baselines/<name>.json` and compares the next
 release's sweep against it. Only what a comparison needs is kept: the verdict, the counts, each
-test's outcome with the tiers it dispatched (one line per test), the teeth coverage, a summary
-of the library audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
+test's outcome with the tiers it dispatched and, when it asked for the CUDA EP, the EPs that served
+its runs (one line per test), the teeth coverage, a summary of the library audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
 """
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import typecheck
+from .eprules import short_eps
 from .fsutil import write_atomic
 from .results import Result
 
-BASELINE_VERSION = 1
+BASELINE_VERSION = 2  # 2: each test's line names the EPs that served it (ep=CUDA) when it asked for the CUDA EP
+READS = (1, 2)  # a version 1 line has no ep= token: nothing is known of its EPs, so no `ep` change is named
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
@@ -33,23 +35,31 @@ class TestLine:
     outcome: str
     tiers: tuple[str, ...] = ()  # the set of tiers it dispatched, sorted
     reruns: int = 0
+    # the EPs that served its runs, short (CUDA, CPU), CUDA first; () it asked for the CUDA EP and made no run;
+    # None: it asked for no CUDA session, or the line predates the census
+    eps: tuple[str, ...] | None = None
 
     def encode(self) -> str:
-        return " ".join([self.outcome, *self.tiers, *([f"reruns={self.reruns}"] if self.reruns else [])])
+        ep = [] if self.eps is None else [f"ep={','.join(self.eps) or 'none'}"]
+        return " ".join([self.outcome, *self.tiers, *ep, *([f"reruns={self.reruns}"] if self.reruns else [])])
 
     @classmethod
     def decode(cls, text: str) -> TestLine:
-        """`passed CUDNN_FLASH_ATTENTION reruns=1`; anything else is refused with what was wrong."""
+        """`passed CUDNN_FLASH_ATTENTION ep=CUDA reruns=1`; anything else is refused with what was wrong."""
         outcome, *rest = text.split() or [""]
         if outcome not in OUTCOMES:
             raise ValueError(f"{outcome!r} is not an outcome ({', '.join(OUTCOMES)})")
         reruns = [t.split("=", 1)[1] for t in rest if t.startswith("reruns=")]
         if len(reruns) > 1 or (reruns and not reruns[0].isdigit()):
             raise ValueError(f"{text!r}: reruns= must be given once, as a whole number")
-        tiers = tuple(t for t in rest if not t.startswith("reruns="))
+        eps = [t.split("=", 1)[1] for t in rest if t.startswith("ep=")]
+        if len(eps) > 1 or (eps and not re.fullmatch(r"none|[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*", eps[0])):
+            raise ValueError(f"{text!r}: ep= must be given once, as EP names joined by commas (CUDA,CPU) or none")
+        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=")))
         if not all(re.fullmatch(r"[A-Z][A-Z0-9_]*", t) for t in tiers):
             raise ValueError(f"{text!r}: tiers are written as SdpaKernel names (CUDNN_FLASH_ATTENTION, MATH)")
-        return cls(outcome, tiers, int(reruns[0]) if reruns else 0)
+        served = None if not eps else () if eps[0] == "none" else tuple(eps[0].split(","))
+        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served)
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,9 @@ class ModeRecord:
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
-        tiers = r.dispatch.tests
-        tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0)) for n, o in r.outcomes.items()}
+        tiers, ep = r.dispatch.tests, r.ep.tests
+        tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0),
+                             short_eps(ep[n].runs) if n in ep else None) for n, o in r.outcomes.items()}
         cov = r.teeth_coverage
         teeth = None
         if cov is not None and cov.checked:
@@ -177,10 +188,10 @@ class Baseline:
             raise BaselineError(f"{path}: no such baseline; save one with `nox -s sweep -- --save-baseline NAME`") from None
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BaselineError(f"{path}: cannot be read as a baseline ({exc})") from None
-        if not isinstance(data, dict) or data.get("baseline_version") != BASELINE_VERSION:
+        if not isinstance(data, dict) or data.get("baseline_version") not in READS:
             version = data.get("baseline_version") if isinstance(data, dict) else None
             raise BaselineError(f"{path}: baseline_version {version!r} is not one this ort-gpu-matrix reads "
-                                f"({BASELINE_VERSION}); re-save it from the results it was made from")
+                                f"({', '.join(map(str, READS))}); re-save it from the results it was made from")
         wrong = typecheck.problems(_BaselineJSON, data)
         for cell, modes in data["cells"].items() if not wrong else ():
             for mode, rec in modes.items():

@@ -37,6 +37,8 @@ from . import calibrate_flaky, expectfile, progress, scheduler
 from .cells import Cell, cells_of
 from .config.loader import read_toml, suite_expect
 from .config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
+from .epcalibrate import Run as EpRun
+from .epcalibrate import cuda_rules, fallbacks_seen
 from .errors import MatrixError
 from .expectfile import Count, ModeTable, Skip, literal_regex, short
 from .harness import run_cell
@@ -55,7 +57,7 @@ from .verdicts import Dispatch, TestResult, expectation_reasons, first_line, tes
 
 FAILING = ("failed", "error")
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
-              "known_flaky", "tiers"}  # written here
+              "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
 RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
 Say = Callable[[str], None]
 
@@ -316,6 +318,14 @@ class SuiteCalibration:
                 t.tiers = tier_rules(self._old(mode, "tiers") or (), [Run(s.observation, s.tests) for s in runs],
                                      lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
                                      self.say)
+            if not self._inline(mode, "cuda_runs"):
+                t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (),
+                                         [EpRun(s.observation, s.tests) for s in runs],
+                                         lambda r: self._stale(mode, "cuda_runs", f"{r.test!r} ({r.reason})",
+                                                               r.observed), self.say)
+        for line in fallbacks_seen([EpRun(s.observation, s.tests) for s in runs]):
+            self.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
+                     "rule by hand if the CPU may serve it)")
         failing = [i for s in runs for i in failures(s, _canaries(self.suite), self.say)]
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
@@ -579,6 +589,7 @@ def _summary(t: ModeTable) -> str:
         parts.append(f"{len(t.skips)} allowed skip(s)")
     parts += [f"{len(rules)} {key}" for key, rules in t.rules.items()]
     parts += [f"{len(t.tiers)} tiers"] if t.tiers else []
+    parts += [f"{len(t.cuda_runs)} cuda_runs"] if t.cuda_runs else []
     if t.flaky:
         parts.append(f"{len(t.flaky)} known_flaky")
     return f"{t.mode}: {', '.join(parts) or 'nothing'}"

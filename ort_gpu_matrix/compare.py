@@ -6,6 +6,8 @@ Regression kinds (each fails the sweep):
     verdict   a mode verdict went pass -> fail
     test      a test that passed now fails, errors, skips, or is gone
     tier      the set of tiers a test dispatched changed (CUDNN_FLASH_ATTENTION -> MATH): the silent slowdown
+    ep        a test that ran on the CUDA EP in the baseline no longer does, with the same outcome: the CPU
+              served it, or it made no CUDA run (eprules.py); a pass on the CPU proves nothing of the GPU
     teeth     a test that was bitten in teeth is now toothless
     count     collected or passed dropped
     library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
@@ -19,7 +21,7 @@ changes nothing, and a pass it lost within its set is no drop in `passed`. A per
 confirmation rerun did not reproduce leaves the regressions afterwards (unconfirmed.py).
 
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
-failure fixed, or a new passing test), a toothless test now bitten, and `stale-rule`: an expectation
+failure fixed, or a new passing test), a test that runs on the CUDA EP again, a toothless test now bitten, and `stale-rule`: an expectation
 of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
 an improvement.
 
@@ -46,7 +48,8 @@ from .flakes import FlakySet, within
 from .results import Result
 
 FAILING = ("failed", "error")
-REGRESSION_KINDS = ("verdict", "test", "tier", "teeth", "count", "library", "flaky")
+REGRESSION_KINDS = ("verdict", "test", "tier", "ep", "teeth", "count", "library", "flaky")
+CUDA = "CUDA"  # as a baseline line names the CUDA EP (eprules.short_eps)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,21 @@ def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
         improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
     if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
         regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
+    if bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
+        before, after = CUDA in bt.eps, at.eps is not None and CUDA in at.eps
+        shown = (eps_text(bt.eps), eps_text(at.eps))
+        if before and not after:
+            regressions.append(Change("ep", cell, mode, test, *shown))
+        elif after and not before:
+            improvements.append(Change("ep", cell, mode, test, *shown))
     return regressions, improvements
+
+
+def eps_text(eps: tuple[str, ...] | None) -> str:
+    """What served a test's runs, as a change shows it: `CPU`, `CUDA, CPU`, `no run`, `no CUDA session`."""
+    if eps is None:
+        return "no CUDA session"
+    return ", ".join(eps) or "no run"
 
 
 def _in_set(allowed: FlakySet | None, line: TestLine | None) -> bool:

@@ -1,7 +1,8 @@
 """A regression counts only once it reproduces: the sweep's regressed tests, rerun before they count.
 
 As Bazel's --flaky_test_attempts and Chromium's retries of unexpected results do, every test that
-regressed against the baseline in outcome (`test`) or tier (`tier`), every test whose failure is
+regressed against the baseline in outcome (`test`), tier (`tier`) or EP (`ep`), every test whose
+CUDA session fell back unallowed (`fallback`), every test whose failure is
 unexpected (not in known_failures or known_flaky, not the canary's bite: `unexpected`, with or
 without a baseline), and every test the libs comparison names (`libs`) runs again, up to N times,
 in a fresh test process of the same venv, mode and libraries, and under the same GPU: a --gpus
@@ -20,6 +21,8 @@ unconfirmed. A check is confirmed when every rerun reproduced it:
     test        the rerun's outcome is again a regression against the baseline (compare.test_changes)
     tier        the rerun's tiers again differ from the baseline's
     unexpected  the rerun fails again, and again unexpectedly
+    fallback    the rerun's CUDA-asking session is again served by another EP, and no allowed_fallbacks rule
+                accepts it (eprules.py); `ep`, a test no longer served by the CUDA EP, is confirmed as `test` is
     libs        the rerun gave exactly what the first run gave (a side that changes is not a difference)
 
 What derives from outcomes follows the confirmed tests: a test with a check that did not reproduce
@@ -48,6 +51,7 @@ from .cells import Cell
 from .compare import compare, libs_comparison, test_changes
 from .config.model import Matrix, TeethExpect
 from .confirmed import Confirmation, Rerun, TestRuns
+from .eprules import test_eps, unallowed_fallback
 from .flakes import within
 from .harness import TEARDOWN, evidence, session_lock, with_libset
 from .host import Resolved
@@ -58,6 +62,7 @@ from .results import Result
 from .room import cores, decide, gpu_memory, workers_of
 from .run import remove_workdir, run_mode
 from .scheduler import last_peak_mib
+from .unconfirmed import PER_TEST
 from .venvs import Venv, ensure_venv
 from .verdicts import (
     Status,
@@ -105,7 +110,7 @@ class _Mode:
 
 
 def _line(t: TestResult | None) -> TestLine | None:
-    return None if t is None else TestLine(t.outcome, tuple(sorted(set(t.sdpa))))
+    return None if t is None else TestLine(t.outcome, tuple(sorted(set(t.sdpa))), eps=test_eps(t))
 
 
 def _show(line: TestLine | None) -> str:
@@ -154,10 +159,12 @@ def _modes(runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: 
         for t in tests.values():
             if unexpected(cell, r.mode, t, r.known_flaky):
                 m.add(t.nodeid, "unexpected")
+            if unallowed_fallback(cell.suite.expect[r.mode], t):
+                m.add(t.nodeid, "fallback")
         if first is not None:
             record = m.record = before.cells.get(r.cell.name, {}).get(r.mode) if before is not None else None
             for c in first.regressions:
-                if (c.cell, c.mode) == (r.cell.name, r.mode) and c.kind in ("test", "tier") and c.test:
+                if (c.cell, c.mode) == (r.cell.name, r.mode) and c.kind in PER_TEST and c.test:
                     m.add(c.test, c.kind)
                     m.baseline[c.test] = record.tests.get(c.test) if record is not None else None
     ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
@@ -210,6 +217,8 @@ def _reproduces(m: _Mode, test: str, check: str, again: TestResult | None) -> bo
         return True  # it did not run: nothing shows the change went away
     if check == "unexpected":
         return unexpected(m.cell, m.result.mode, again, m.result.known_flaky)
+    if check == "fallback":
+        return unallowed_fallback(m.cell.suite.expect[m.result.mode], again)
     if check == "libs":
         return _show(line) == m.runs[test][0]
     bt = m.baseline.get(test)

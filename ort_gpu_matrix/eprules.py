@@ -41,6 +41,22 @@ KIND_TEXT = {
 }
 
 
+def short_eps(runs: Mapping[str, int]) -> tuple[str, ...]:
+    """The EPs that served runs, as a baseline line names them: CUDA first, `ExecutionProvider` dropped."""
+    served = sorted((ep for ep, n in runs.items() if n), key=lambda ep: (ep != CUDA_EP, ep))
+    return tuple(ep.removesuffix("ExecutionProvider") for ep in served)
+
+
+def test_eps(t: Seen) -> tuple[str, ...] | None:
+    """A test's short EPs from its census entries, or None when it asked for no CUDA session."""
+    if not t.ep:
+        return None
+    runs: Counter[str] = Counter()
+    for use in t.ep:
+        runs.update(use["runs"])
+    return short_eps(runs)
+
+
 @dataclass(frozen=True)
 class Fallback:
     """One test met one session that asked for the CUDA EP and was served by another."""
@@ -148,6 +164,13 @@ def _made(entry: EpTest) -> str:
     others = ", ".join(f"{ep} x{n}" for ep, n in entry.runs.items() if n and ep != CUDA_EP)
     made = f"its runs were served by {others}" if others else "it made no run at all"
     return made + (f"; its CUDA session failed: {entry.errors[0]}" if entry.errors else "")
+
+
+def unallowed_fallback(expect: DispatchExpect, t: Seen) -> bool:
+    """Whether a test met a fallback that no allowed_fallbacks rule accepts (what confirmation reruns)."""
+    return any(use.get("fallback") and _allowed(expect.allowed_fallbacks, Fallback(
+        t.nodeid, use.get("fallback", ""), use["asked"], use["served"], use.get("reason", ""))) is None
+        for use in t.ep)
 
 
 def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[EpCensus, Judged]:

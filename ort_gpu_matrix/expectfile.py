@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .config.model import FlakyRule, Observation, Rule, TierRule
+from .config.model import CudaRunsRule, FlakyRule, Observation, Rule, TierRule
 
 LINE = 300  # no line of an expect file is longer
 REASON = 200  # a rule's reason: the failure's first line, cut to this
@@ -114,11 +114,12 @@ class ModeTable:
     rules: dict[str, list[Rule]] = field(default_factory=dict)  # known_failures, known_toothless -> rules
     tiers: list[TierRule] = field(default_factory=list)  # tier rules (tiercalibrate.py)
     flaky: list[FlakyRule] = field(default_factory=list)  # known_flaky
+    cuda_runs: list[CudaRunsRule] = field(default_factory=list)  # cuda_runs rules (epcalibrate.py)
 
     @property
     def empty(self) -> bool:
         return (not self.kept and not self.counts and self.skips is None and not self.rules and not self.tiers
-                and not self.flaky)
+                and not self.flaky and not self.cuda_runs)
 
 
 def value(v: str | int | tuple[str, ...], room: int = LINE) -> str:
@@ -144,21 +145,28 @@ def _tier_rule(rule: TierRule) -> str:
     observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
     reason = f", reason = {string(rule.reason)}" if rule.reason else ""
     return f"    {{ test = {string(rule.test)}, only = {value(rule.only)}{reason}{observed} }},"
-def _field(name: str, v: str | tuple[str, ...] | tuple[Observation, ...]) -> list[str]:
+def _cuda_rule(rule: CudaRunsRule) -> str:
+    observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
+    reason = f", reason = {string(rule.reason)}" if rule.reason else ""
+    return f"    {{ test = {string(rule.test)}, min = {rule.min}{reason}{observed} }},"
+
+
+def _field(name: str, v: str | int | tuple[str, ...] | tuple[Observation, ...]) -> list[str]:
     room = LINE - len(name) - 3
-    if v and isinstance(v[0], Observation):
-        return [f"{name} = ["] + [f"    {_observed([o])[1:-1]}," for o in v] + ["]"]  # type: ignore[list-item]
+    if isinstance(v, tuple) and v and isinstance(v[0], Observation):
+        return [f"{name} = ["] + [f"    {_observed([o])[1:-1]}," for o in v] + ["]"]
     return f"{name} = {value(v, room)}".split("\n")  # type: ignore[arg-type]
 
 
-def _table(mode: str, key: str, rule: Rule | FlakyRule | TierRule) -> list[str]:
+def _table(mode: str, key: str, rule: Rule | FlakyRule | TierRule | CudaRunsRule) -> list[str]:
     """One rule as a [[expect.<mode>.<key>]] table: one field a line, long strings continued."""
     out = ["", f"[[expect.{mode}.{key}]]"]
     fields = ("test", "outcomes", "tiers", "reason", "runs", "observed") if isinstance(rule, FlakyRule) else \
-        ("test", "only", "reason", "observed") if isinstance(rule, TierRule) else ("test", "reason", "observed")
+        ("test", "only", "reason", "observed") if isinstance(rule, TierRule) else \
+        ("test", "min", "reason", "observed") if isinstance(rule, CudaRunsRule) else ("test", "reason", "observed")
     for name in fields:
         v = getattr(rule, name)
-        if name in ("test", "reason", "outcomes", "only") or v:
+        if name in ("test", "reason", "outcomes", "only", "min") or v:
             out += _field(name, v)
     return out
 
@@ -195,11 +203,12 @@ def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
                 pattern = long_string(sk.pattern, "    ", LINE - 29)
                 lines += f"    {pattern},  # {_note(sk.note, len(pattern.splitlines()[-1]) + 9)}".split("\n")
             lines.append("]")
-        apart: list[tuple[str, Sequence[Rule | FlakyRule | TierRule]]] = []
-        every: list[tuple[str, Sequence[Rule | FlakyRule | TierRule], list[str]]] = [
+        apart: list[tuple[str, Sequence[Rule | FlakyRule | TierRule | CudaRunsRule]]] = []
+        every: list[tuple[str, Sequence[Rule | FlakyRule | TierRule | CudaRunsRule], list[str]]] = [
             *((key, rules, [_rule(r) for r in rules]) for key, rules in t.rules.items()),
             *([("known_flaky", t.flaky, [_flaky(r) for r in t.flaky])] if t.flaky else []),
-            *([("tiers", t.tiers, [_tier_rule(r) for r in t.tiers])] if t.tiers else [])]
+            *([("tiers", t.tiers, [_tier_rule(r) for r in t.tiers])] if t.tiers else []),
+            *([("cuda_runs", t.cuda_runs, [_cuda_rule(r) for r in t.cuda_runs])] if t.cuda_runs else [])]
         for key, rules, one_line in every:
             if all(len(x) <= LINE for x in one_line):
                 lines += [f"{key} = [", *one_line, "]"]

@@ -16,7 +16,7 @@ from .compare import Comparison, LibsDiff
 from .confirmed import Confirmation
 from .results import Result
 
-PER_TEST = ("test", "tier")  # the regression kinds a rerun confirms
+PER_TEST = ("test", "tier", "ep")  # the regression kinds a rerun confirms (confirm.py)
 
 
 @dataclass(frozen=True)

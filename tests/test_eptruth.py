@@ -9,7 +9,9 @@ would on a GPU host, so only the census can tell.
 """
 from __future__ import annotations
 
-from conftest import SUITES
+import json
+
+from conftest import CELL, SUITES
 
 ROOT = SUITES / "ep"
 NODE = "test_fallbacks.py::"
@@ -19,8 +21,9 @@ LOAD = ("Failed to load library libonnxruntime_providers_cuda.so with error: lib
         "object file: No such file or directory")
 RAISED = ("stand-in: CUDA failure 100: no CUDA-capable device is detected ; GPU=0 ; hostname=standin ; "
           "expr=cudaSetDevice(info_.device_id);")
-EPFAIL = ("stand-in: [ONNXRuntimeError] : 11 : EP_FAIL : CUDA kernel MatMul failed: an illegal memory access was "
+EPFAIL = ("stand-in: [ONNXRuntimeError] : 11 : EP_FAIL : CUDA kernel <MatMul> failed: an illegal memory access was "
           "encountered")
+CELL_NORMAL = f"{CELL}-normal"
 NOT_IN_BUILD = "CUDAExecutionProvider is not in this build (available: AzureExecutionProvider, CPUExecutionProvider)"
 
 
@@ -72,12 +75,12 @@ def test_a_cell_where_nothing_fell_back_is_green_with_its_cuda_runs_counted(harn
 
 
 def test_allowed_fallbacks_accept_only_the_reason_they_name_and_a_rule_that_matches_nothing_is_stale(harness):
-    expect = f"""[suite.s.expect.normal]
+    expect = """[suite.s.expect.normal]
 allowed_fallbacks = [
-  {{ test = "test_cpu_wheel", error = "^CUDAExecutionProvider is not in this build", reason = "the CPU wheel" }},
-  {{ test = "test_retried_on_cpu", error = "no CUDA-capable device", reason = "no GPU on this host" }},
-  {{ test = "test_skipped_ep|test_run_fails_over", error = "libcudnn", reason = "cuDNN missing (not what happened)" }},
-  {{ test = "test_renamed_away", error = ".", reason = "gone since" }},
+  { test = "test_cpu_wheel", error = "^CUDAExecutionProvider is not in this build", reason = "the CPU wheel" },
+  { test = "test_retried_on_cpu", error = "no CUDA-capable device", reason = "no GPU on this host" },
+  { test = "test_skipped_ep|test_run_fails_over", error = "libcudnn", reason = "cuDNN missing (not what happened)" },
+  { test = "test_renamed_away", error = ".", reason = "gone since" },
 ]
 """
     run = _run(harness, ["test_fallbacks.py"], expect=expect)
@@ -129,3 +132,98 @@ allowed_fallbacks = [{ test = ".", error = "^CUDAExecutionProvider is not in thi
     r = run.result("normal")
     assert r["verdict"] == "pass" and r["counts"]["passed"] == 1
     assert [(f["kind"], f["allowed_by"]) for f in r["ep"]["fallbacks"]] == [("not_in_build", ".")]
+
+
+def test_reports_show_cuda_runs_and_fallbacks_per_function_and_a_fallback_section_grouped_by_reason(harness, tmp_path):
+    run = _run(harness, ["test_fallbacks.py", "test_served.py"])
+    assert run.result("normal")["verdict"] == "fail"
+    out = tmp_path / "report"
+    text = harness.nox("-s", "report", "--", str(harness.results), "--out", str(out)).output
+    row = next(line.split() for line in text.splitlines() if line.strip().startswith("test_served.py::test_served_on_cuda "))
+    # 1 case, no tier (it prints none), 3 CUDA runs, no fallback
+    assert row[:5] == ["test_served.py::test_served_on_cuda", "1", "1", "3", "-"]
+    skipped = next(line.split() for line in text.splitlines() if line.strip().startswith("test_fallbacks.py::test_skipped_ep "))
+    assert skipped[:6] == ["test_fallbacks.py::test_skipped_ep", "1", "1", "0", "1", "!"]
+    assert "CUDA runs: the runs the CUDA EP served" in text
+    section = text.split("Fallbacks (tests that asked for the CUDA EP and were served by another) (4):")[1]
+    assert (f"  1 (ORT's C++ layer skipped the CUDA EP and served the CPU, nothing raised): {LOAD}\n"
+            f"    {CELL_NORMAL} {NODE}test_skipped_ep: {CUDA}, {CPU} -> {CPU}\n") in section
+    md = (out / "report.md").read_text()
+    assert "## Fallbacks (tests that asked for the CUDA EP and were served by another) (4)" in md
+    assert "| CUDA runs | fallbacks | broken rule |" in md
+    assert "| test\\_fallbacks.py::test\\_never\\_runs | 1 | 1 | 0 | 1 hollow | - |" in md
+    assert "<MatMul>" not in md
+    page = (out / "report.html").read_text()
+    assert '<h2 id="fallbacks">' in page and "<th>CUDA runs</th><th>fallbacks</th>" in page
+    assert "<MatMul>" not in page and "&lt;MatMul&gt;" in page  # ORT's words are text, never markup
+
+
+def test_calibrate_writes_cuda_runs_per_function_never_a_fallback_and_a_later_cpu_pass_fails(tmp_path, venvs):
+    from test_calibrate import Calibration
+
+    c = Calibration(tmp_path, venvs, pairings='{{ python = "{py}", ort = "cpu", torch = "none", libs = "x", '
+                                              'modes = ["normal"] }}')
+    c.matrix.write_text(c.matrix.read_text().replace(str(SUITES / "calibrate"), str(ROOT))
+                        .replace('files = ["test_calibrate.py"]', 'files = ["test_served.py", "test_fallbacks.py"]'))
+    cell = f"c-{CELL.split('-')[1]}-x"
+    cal = c.calibrate(cell)
+    assert "normal: min_passed 9, 2 cuda_runs" in cal.stdout, cal.stdout[-3000:]
+    assert (f"not accepted: normal {NODE}test_skipped_ep in {cell}: not_loaded: {LOAD} (a fallback is never written "
+            "down: add an allowed_fallbacks rule by hand if the CPU may serve it)") in cal.stdout
+    e = c.data()["normal"]
+    cases = "(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$"
+    assert [(r["test"], r["min"]) for r in e["cuda_runs"]] == [
+        (f"^test_served\\.py::test_every_run_entry_point{cases}", 1), (f"^test_served\\.py::test_served_on_cuda{cases}", 1)]
+    assert e["cuda_runs"][1]["reason"] == f"seen in {cell}: 1 case(s), each of them served by the CUDA EP in every run"
+    assert "allowed_fallbacks" not in e
+    # the release after: the CUDA EP no longer serves test_served.py; its tests still pass, on the CPU
+    c.matrix.write_text(c.matrix.read_text().replace('files = ["test_served.py", "test_fallbacks.py"]',
+                                                     'files = ["test_served.py", "test_fallbacks.py"]\n'
+                                                     'env = { CUDA_STANDIN_MODE = "log_and_skip" }'))
+    later = c.nox("-s", cell)
+    r = c.result(f"{cell}-normal")
+    assert later.returncode != 0 and r["verdict"] == "fail" and r["counts"]["failed"] == 0
+    assert [x.split(":")[0] for x in r["reasons"]] == [
+        "6 test(s) asked for the CUDA EP and were served by another (no allowed_fallbacks rule matches)",
+        "cuda_runs rule '^test_served\\\\.py", "cuda_runs rule '^test_served\\\\.py"]  # the regex as repr() shows it
+
+
+ALLOW_ALL = """[suite.s.expect.normal]
+allowed_fallbacks = [{ test = "test_served", error = "Failed to load library", reason = "allowed, so that only the sweep speaks" }]
+"""
+
+
+def test_a_sweep_names_a_test_the_cuda_ep_no_longer_serves_confirmed_and_a_one_off_is_not(harness, tmp_path):
+    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
+    harness.write(["test_served.py"], root=ROOT, pythonpath=[".", ".."], expect=ALLOW_ALL)
+    first = harness.nox("-s", "sweep", "--", "--save-baseline", "b1", env=env)
+    assert first.proc.returncode == 0, first.output[-3000:]
+    saved = (tmp_path / "baselines" / "b1.json").read_text()
+    assert f'"{SERVED}test_served_on_cuda": "passed ep=CUDA"' in saved  # baselines record each test's EPs
+    # the CUDA EP stops serving: every test still passes, the fallback is allowed, the mode is green
+    harness.write(["test_served.py"], root=ROOT, pythonpath=[".", ".."], expect=ALLOW_ALL,
+                  suite_extra='env = { CUDA_STANDIN_MODE = "log_and_skip" }')
+    later = harness.nox("-s", "sweep", "--", "--baseline", "b1", "--gate", "regressions", "--confirm", "2", env=env)
+    data = json.loads((harness.results / "sweep.json").read_text())
+    assert later.proc.returncode != 0 and data["ok"] is False
+    assert [(r["kind"], r["test"], r["before"], r["after"]) for r in data["regressions"]] == [
+        ("ep", f"{SERVED}test_every_run_entry_point", "CUDA", "CPU"), ("ep", f"{SERVED}test_served_on_cuda", "CUDA", "CPU")]
+    assert f"\n  ep: " in later.output
+    r = harness.nox("-s", "report", "--", str(harness.results)).output  # reports read the same from the results
+    assert "ep:" in r
+    result = run_result(harness)
+    assert result["verdict"] == "pass"  # allowed: only the comparison with the baseline says it
+    confirmed = {t["test"]: (t["checks"], t["unconfirmed"]) for t in result["confirmation"]["tests"]}
+    assert confirmed == {f"{SERVED}test_every_run_entry_point": (["ep"], []), f"{SERVED}test_served_on_cuda": (["ep"], [])}
+    # a fallback of the first process alone: its reruns are served by the CUDA EP, so it is not confirmed
+    harness.write(["test_served.py"], root=ROOT, pythonpath=[".", ".."], expect=ALLOW_ALL,
+                  suite_extra=f'env = {{ CUDA_STANDIN_ONCE = "{tmp_path / "once"}" }}')
+    once = harness.nox("-s", "sweep", "--", "--baseline", "b1", "--gate", "regressions", "--confirm", "2", env=env)
+    data = json.loads((harness.results / "sweep.json").read_text())
+    assert once.proc.returncode == 0 and data["ok"] is True, once.output[-3000:]
+    assert data["regressions"] == [] and {u["test"] for u in data["unconfirmed"]} == {
+        f"{SERVED}test_every_run_entry_point", f"{SERVED}test_served_on_cuda"}
+
+
+def run_result(harness):
+    return json.loads((harness.results / f"{CELL}-normal.json").read_text())

@@ -75,6 +75,7 @@ INJECTIONS = {
     "verdict": dict(suite_extra='env = { SWEEP_BREAK = "1" }'),
     "test": dict(suite_extra='env = { SWEEP_BREAK = "1" }'),
     "tier": dict(suite_extra='provider_options = { sdpa_kernel = "16" }'),
+    "ep": dict(suite_extra='env = { CUDA_STANDIN_MODE = "log_and_skip" }'),
     "teeth": dict(suite_extra='env = { SWEEP_TOOTHLESS = "1" }'),
     "count": dict(suite_extra='pytest_args = ["-k", "not test_sometimes_gone"]'),
     "library": dict(c914="v919"),

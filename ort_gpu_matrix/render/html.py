@@ -20,7 +20,7 @@ from ..kernels import CUDNN, MATH
 from ..report import Report
 from ..results import Result
 from ..tiertable import cell as tier_cell
-from . import pollution, tiers
+from . import fallbacks, pollution, tiers
 from .summary import (
     audit_line,
     cell_skew,
@@ -138,5 +138,8 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
         shorten=shorten, link=lambda p: link(p, out_dir, roots), pollution=pollution.rows(report),
         pollution_title=pollution.TITLE, pollution_shown=pollution.SHOWN, pollution_note=pollution.note(report),
         tier_table=tier_rows, tier_note=tiers.NOTE, tier_cell=tier_cell, tier_left_out=tiers.left_out,
+        ep_note=tiers.EP_NOTE, ep_columns=tiers.EP_COLUMNS, fallback_groups=fallbacks.groups(report),
+        fallback_title=fallbacks.TITLE, fallback_total=fallbacks.total(report), fallback_shown=fallbacks.SHOWN,
+        fallback_more=fallbacks.more,
         legend=LEGEND, what_is_new=lambda g: what_is_new(report, g),
         told_apart=all(r.expected is not None for r in report.results))

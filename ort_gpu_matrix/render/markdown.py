@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..compare import Change
 from ..grouping import Group, group, shorten
 from ..report import Report
-from . import pollution, tiers
+from . import fallbacks, pollution, tiers
 from .escape import md as esc
 from .summary import (
     LISTED,
@@ -108,6 +108,12 @@ def render(report: Report) -> str:
     out += [f"- **{esc(cell)}**: could not run: {esc(clip(why))}" for cell, why in report.errors.items()]
     for title, changes in sections[1:]:
         out += _section(title, changes)
+    out += ["", f"## {fallbacks.TITLE} ({fallbacks.total(report)})", ""]
+    for fg in fallbacks.groups(report):
+        out += [f"- {esc(fg.heading)}"] + [f"  - {esc(t)}" for t in fg.tests[:fallbacks.SHOWN]]
+        out += [f"  - {esc(m)}" for m in [fallbacks.more(fg)] if m]
+    if not fallbacks.total(report):
+        out.append("None.")
     found = pollution.rows(report)
     out += ["", f"## {pollution.TITLE} ({len(found)})", ""]
     out += [f"- **{esc(session)}**: {esc(line)}" for session, _, line in found[:pollution.SHOWN]] or ["None."]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..grouping import group
 from ..report import Report
-from . import pollution, tiers
+from . import fallbacks, pollution, tiers
 from .escape import term
 from .summary import (
     LISTED,
@@ -67,6 +67,10 @@ def render(report: Report) -> str:
     if report.gate == "regressions" and report.already_failing:
         lines.append(f"\nalready failing in the baseline ({len(report.already_failing)}), listed, not failing:")
         lines += [f"  {r.session}: {clip('; '.join(r.reasons))}" for r in report.already_failing]
+    lines.append(f"\n{fallbacks.TITLE} ({fallbacks.total(report)})" + (":" if fallbacks.total(report) else ""))
+    for fg in fallbacks.groups(report):
+        lines.append(f"  {fg.heading}")
+        lines += [f"    {t}" for t in fg.tests[:fallbacks.SHOWN]] + [f"    {m}" for m in [fallbacks.more(fg)] if m]
     found = pollution.rows(report)
     lines.append(f"\n{pollution.TITLE} ({len(found)})" + (":" if found else ""))
     lines += [f"  {session}: {line}" for session, _, line in found[:pollution.SHOWN]]
