@@ -521,7 +521,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
-    ep, ep_found = eprules.judge(expect, tests, taken=report is not None and report["report_version"] >= 3)
+    ep, ep_found = eprules.judge(expect, tests, taken=report is not None and report.get("report_version", 0) >= 3)
     found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), _listing(shown))
                     for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)

@@ -77,8 +77,8 @@ def load_reason(capi_dir: str) -> str:
         return f"{CUDA_EP} is listed as available but {PROVIDER_LIB} is not in {capi_dir}"[:REASON_CHARS]
     try:
         ctypes.CDLL(lib)
-    except OSError as exc:
-        return first_line(f"loading {PROVIDER_LIB} fails: {exc}")
+    except OSError as exc:  # dlerror's words, as ORT's own log line quotes them: the two group as one reason
+        return first_line(f"Failed to load library {PROVIDER_LIB} with error: {exc}")
     return (f"{CUDA_EP} did not serve the session and ORT logged no reason on fd 2 (its log severity may hide it); "
             f"{PROVIDER_LIB} itself loads")[:REASON_CHARS]
 

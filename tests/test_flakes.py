@@ -91,7 +91,7 @@ def test_a_flake_alone_is_unconfirmed_and_the_gate_stays_green(tmp_path, venvs, 
                                    "runs": ["failed", "passed"]}]
     # the mode's verdict and counts follow the reruns; the first run's own verdict stays in the result
     r = box.result()
-    assert r["schema_version"] == 2 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
+    assert r["schema_version"] == 3 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
     rec = r["confirmation"]
     assert rec["first_verdict"] == "fail" and rec["first_counts"]["failed"] == 3 and r["counts"]["failed"] == 2
     assert any("unexpected failure" in x for x in rec["first_reasons"])
@@ -128,7 +128,7 @@ def test_a_real_tier_change_and_a_real_failure_are_confirmed(tmp_path, venvs, ba
     by_test = {t["test"]: t for t in rec["tests"]}
     assert by_test["test_flaky.py::test_breakable"]["runs"] == ["failed", "failed", "failed"]
     assert by_test["test_flaky.py::test_breakable"]["unconfirmed"] == []
-    assert by_test["test_flaky.py::test_tier"]["runs"] == ["passed MATH"] * 3
+    assert by_test["test_flaky.py::test_tier"]["runs"] == ["passed MATH ep=CUDA"] * 3  # the stand-in CUDA EP served it
     assert [r["selected"] for r in rec["reruns"]] == [3, 2]  # the flake cleared in rerun 1 and left
     assert "2 regression(s)" not in run.stdout and "sweep FAILED (gate regressions)" in run.stdout
 

@@ -82,7 +82,7 @@ def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_again
     assert swept.proc.returncode == 0, swept.output[-3000:]
     r = swept.result("normal")
     assert [(t["test"], t["unconfirmed"], t["against"]) for t in r["confirmation"]["tests"]] == [
-        (test, ["tier"], "passed FLASH_ATTENTION")]
+        (test, ["tier"], "passed FLASH_ATTENTION ep=CUDA")]
     again_a = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "a", "--gate", "regressions", env=env)
     assert again_a.proc.returncode == 0, again_a.output[-3000:]
     against_b = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "b", "--gate", "regressions",
