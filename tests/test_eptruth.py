@@ -208,7 +208,7 @@ def test_a_sweep_names_a_test_the_cuda_ep_no_longer_serves_confirmed_and_a_one_o
     assert later.proc.returncode != 0 and data["ok"] is False
     assert [(r["kind"], r["test"], r["before"], r["after"]) for r in data["regressions"]] == [
         ("ep", f"{SERVED}test_every_run_entry_point", "CUDA", "CPU"), ("ep", f"{SERVED}test_served_on_cuda", "CUDA", "CPU")]
-    assert f"\n  ep: " in later.output
+    assert "\n  ep: " in later.output
     r = harness.nox("-s", "report", "--", str(harness.results)).output  # reports read the same from the results
     assert "ep:" in r
     result = run_result(harness)
