@@ -54,6 +54,7 @@ SDPA_PROP = "ort_matrix.sdpa"
 INJECT_PROP = "ort_matrix.injections"
 UNATTRIBUTED_PROP = "ort_matrix.unattributed"
 EP_PROP = "ort_matrix.ep"
+EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
@@ -99,7 +100,7 @@ class Probe:
         loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
-        self.census = EpCensus(lambda: self.current)
+        self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(lambda: self.current)
         self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
         self.isolation = Isolation(mode, self.process_name)
 
@@ -206,7 +207,7 @@ class Probe:
             rep.user_properties.append((SDPA_PROP, self.pending_sdpa.pop(item.nodeid, [])))
             rep.user_properties.append((INJECT_PROP, self.injected.pop(item.nodeid, 0)))
             rep.user_properties.append((UNATTRIBUTED_PROP, self.unattributed.pop(item.nodeid, [])))
-            rep.user_properties.append((EP_PROP, self.census.take(item.nodeid)))
+            rep.user_properties.append((EP_PROP, self.census.take(item.nodeid) if self.census else []))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP, EP_PROP)
