@@ -26,11 +26,26 @@ def tiers_in(data: bytes) -> list[str]:
     return [t.decode() for t in _TOKEN.findall(_ANSI.sub(b"", data))]
 
 
+_LIBC: list[object] = []  # the process's own C library, opened once (each tap flushes it twice)
+
+
 def _flush_native() -> None:
     try:
-        ctypes.CDLL(None).fflush(None)
+        if not _LIBC:
+            _LIBC.append(ctypes.CDLL(None))
+        _LIBC[0].fflush(None)  # type: ignore[attr-defined]
     except (OSError, AttributeError):
         pass
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            return b"".join(chunks)
+        chunks.append(block)
 
 
 class FdTap:
@@ -41,6 +56,11 @@ class FdTap:
     so concurrent run() calls stay concurrent. `sink` also learns whether any
     run in that window was a session that asked for the CUDA EP: bytes printed
     while only CPU sessions ran cannot be a CUDA kernel's dispatch line.
+
+    The bytes go to an anonymous in-memory file (memfd_create) where the OS has
+    one: no thread to start and join per window, which the EP census's tap of
+    fd 2 around every session's creation would otherwise pay each time. Else
+    to a pipe drained by a reader thread, so that a large print never blocks.
     """
 
     def __init__(self, sink: Callable[[bytes, bool], None], fd: int = 1) -> None:
@@ -52,6 +72,7 @@ class FdTap:
         self._saved = -1
         self._reader: threading.Thread | None = None
         self._chunks: list[bytes] = []
+        self._memfd = -1  # the window's in-memory file, where memfd_create exists
 
     @staticmethod
     def _drain(fd: int, chunks: list[bytes]) -> None:
@@ -68,13 +89,17 @@ class FdTap:
                 self._cuda = False
                 (sys.stdout if self._fd == 1 else sys.stderr).flush()
                 _flush_native()
-                r, w = os.pipe()
                 self._saved = os.dup(self._fd)
-                os.dup2(w, self._fd)
-                os.close(w)
-                self._chunks = []
-                self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
-                self._reader.start()
+                if hasattr(os, "memfd_create"):
+                    self._memfd = os.memfd_create(f"ort-matrix-fd{self._fd}", os.MFD_CLOEXEC)
+                    os.dup2(self._memfd, self._fd)
+                else:
+                    r, w = os.pipe()
+                    os.dup2(w, self._fd)
+                    os.close(w)
+                    self._chunks = []
+                    self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
+                    self._reader.start()
             self._depth += 1
             self._cuda = self._cuda or cuda
 
@@ -86,9 +111,14 @@ class FdTap:
             _flush_native()
             os.dup2(self._saved, self._fd)
             os.close(self._saved)
-            assert self._reader is not None
-            self._reader.join()
-            data = b"".join(self._chunks)
+            if self._memfd >= 0:
+                data = _read_all(self._memfd)
+                os.close(self._memfd)
+                self._memfd = -1
+            else:
+                assert self._reader is not None
+                self._reader.join()
+                data = b"".join(self._chunks)
             self._sink(data, self._cuda)
             view = memoryview(data)
             while view:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 
+import pytest
 from conftest import FAKE_CUDART, FAKE_CUDNN, build_so
 
 from ort_matrix_probe import audit as au
@@ -19,7 +20,10 @@ def test_tiers_in_finds_every_token_in_order_through_colour_codes():
     assert tiers_in(b"") == []
 
 
-def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd):
+@pytest.mark.parametrize("buffer", ["memfd", "pipe"])
+def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd, monkeypatch, buffer):
+    if buffer == "pipe":  # a Python or OS without memfd_create: a pipe and a reader thread
+        monkeypatch.delattr(os, "memfd_create")
     got = []
     tap = FdTap(lambda data, cuda: got.append((data, cuda)))
     tap.enter(False)
@@ -38,6 +42,18 @@ def test_the_tap_sees_what_native_code_writes_and_gives_every_byte_back(capfd):
     tap.exit()
     assert got[1] == (b"x" * 200000, False)
     assert capfd.readouterr().out == "x" * 200000
+
+
+def test_the_tap_of_fd_2_gives_stderr_back(capfd):
+    got = []
+    tap = FdTap(lambda data, cuda: got.append(data), fd=2)
+    tap.enter(True)
+    os.write(2, b"[E:onnxruntime:Default] Failed to load library\n")
+    os.write(1, b"not tapped\n")
+    tap.exit()
+    assert got == [b"[E:onnxruntime:Default] Failed to load library\n"]
+    out = capfd.readouterr()
+    assert out.err == "[E:onnxruntime:Default] Failed to load library\n" and out.out == "not tapped\n"
 
 
 def test_around_taps_each_call_and_asks_the_session_about_cuda(capfd):
