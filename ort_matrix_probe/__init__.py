@@ -4,7 +4,8 @@ It is copied into each test venv, so it imports only the standard library and
 pytest, never the engine. One job per module:
 
     inject.py      force CUDA EP provider options into every InferenceSession
-    fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run()
+    fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run() (and ORT's log on fd 2)
+    epcensus.py    which EP served each session that asked for the CUDA EP, its runs, ORT's reason for a fallback
     ortpatch.py    patch onnxruntime when the tests import it, never before
     loader.py      the libs set's loader (torch_first, ort_preload_dlls), before anything else
     syspath.py     where `import onnxruntime` will resolve for the tests, found without importing it
