@@ -8,6 +8,8 @@
 #   B. no false red: the shipped matrix's working cells (gpu-3.12-h200, gpu-3.12-unpinned, gpu-3.12-h200pip)
 #      swept, saved as a baseline, swept again under --gate regressions; then bench/ep_census.py (the census
 #      on and off, alternating) on two stored runs of step A and B.
+#   C. the census's cost alone: the working cu13 cell of step A run once, then bench/ep_census.py on it (REPEAT
+#      times each way, default 2); needs only onnxruntime-gpu==1.31.1 and the small wheels staged.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.23.2 onnxruntime-gpu==1.31.1 nvidia-cudnn-cu13==9.12.0.46 \
 #     nvidia-cudnn-cu12==9.10.2.21 nvidia-cuda-runtime-cu12==12.9.79 onnx==1.18.0 onnx==1.20.1 parameterized \
@@ -88,5 +90,13 @@ BASE=/root/shipped-baselines
     --repeat 3 --out "$OUT/ep-census-bench.json"
 } 2>&1 | tee "$OUT/step-b.log"
 tar -C "$SHIPPED" --exclude='pytest.log' -czf "$OUT/results-b.tar.gz" . 2>/dev/null
+fi
+if [ "$STEP" = C ]; then
+{
+  echo "## C. the census on and off on the working cu13 cell (bench/ep_census.py)"
+  MATRIX_TOML=$EPM MATRIX_RESULTS=$RES timeout 150 python3 -m nox -s ep-3.12-h200 > "$OUT/nox-c.log" 2>&1
+  echo "nox -s ep-3.12-h200 exit: $?"; grep -E "^normal " "$OUT/nox-c.log" | cut -c1-200
+  timeout 300 python3 bench/ep_census.py $RES/ep-3.12-h200-normal.json --repeat "${REPEAT:-2}" --out "$OUT/ep-census-bench.json"
+} 2>&1 | tee "$OUT/step-c.log"
 fi
 ls -la "$OUT"
