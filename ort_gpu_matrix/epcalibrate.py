@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .config.model import CudaRunsRule, Observation
 from .eprules import JUDGED, Seen, test_eps
+from .tiercalibrate import sorted_observed
 from .tierrules import function_of, function_regex
 
 
@@ -30,10 +31,6 @@ class Run:
 
     observation: Observation
     tests: Sequence[Seen]
-
-
-def _sorted(obs: set[Observation] | list[Observation]) -> tuple[Observation, ...]:
-    return tuple(sorted(set(obs), key=lambda o: (o.cell, o.ort, o.date)))
 
 
 def _cuda(t: Seen) -> int:
@@ -55,7 +52,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Cal
             say(f"kept as written: cuda_runs rule {rule.test!r} (min {rule.min}): broken by {len(short)} test(s) in the "
                 "runs calibrated; calibrate never weakens a rule (edit or remove it if the change is intended)")
         seen = elsewhere + [o for o, _ in hits]
-        out.append(dataclasses.replace(rule, observed=_sorted(seen)) if seen else rule)
+        out.append(dataclasses.replace(rule, observed=sorted_observed(seen)) if seen else rule)
     cases: dict[str, dict[str, dict[str, list[int]]]] = {}  # function -> cell -> node id -> CUDA runs per run
     asked: set[str] = set()
     observed: dict[str, set[Observation]] = {}
@@ -79,7 +76,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Cal
         counts = {cell: len(by_case) for cell, by_case in sorted(by_cell.items())}
         reason = "seen in " + ", ".join(f"{cell}: {n} case(s)" for cell, n in counts.items()) + \
             ", each of them served by the CUDA EP in every run"
-        out.append(CudaRunsRule(function_regex(fn), 1, reason, _sorted(observed[fn])))
+        out.append(CudaRunsRule(function_regex(fn), 1, reason, sorted_observed(observed[fn])))
     return out
 
 

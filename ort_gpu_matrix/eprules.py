@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ort_matrix_probe.schema import EpUse
 
+from . import flakes
 from .config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from .tierrules import function_of
 
@@ -115,13 +116,9 @@ class Judged:
     stale: list[tuple[str, Any, str, list[str]]] = field(default_factory=list)  # key, rule, what, tests
 
 
-class Seen(Protocol):
+class Seen(flakes.Seen, Protocol):
     """What the rules read of a test: node id, outcome and its census entries (verdicts.TestResult is one)."""
 
-    @property
-    def nodeid(self) -> str: ...
-    @property
-    def outcome(self) -> str: ...
     @property
     def ep(self) -> tuple[EpUse, ...]: ...
 

@@ -33,7 +33,8 @@ class Run:
     tests: Sequence[Ran]
 
 
-def _sorted(obs: set[Observation] | list[Observation]) -> tuple[Observation, ...]:
+def sorted_observed(obs: set[Observation] | list[Observation]) -> tuple[Observation, ...]:
+    """A rule's `observed`, once each, in a fixed order (cell, ORT version, date): rewritten files diff cleanly."""
     return tuple(sorted(set(obs), key=lambda o: (o.cell, o.ort, o.date)))
 
 
@@ -72,7 +73,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
         if broken:
             say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
                 "widens a rule (edit or remove it if the change is intended)")
-        out.append(dataclasses.replace(rule, observed=_sorted(elsewhere + hits)) if hits or elsewhere else rule)
+        out.append(dataclasses.replace(rule, observed=sorted_observed(elsewhere + hits)) if hits or elsewhere else rule)
     groups: dict[str, dict[str, dict[str, list[frozenset[str]]]]] = {}  # function -> cell -> node id -> runs
     observed: dict[str, set[Observation]] = {}
     for r in runs:
@@ -92,5 +93,5 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
             say(f"not written: tier rule for {fn}: {len(silent)} of its passed case(s) dispatched nothing "
                 f"(e.g. {silent[0]}), so any rule would fail them")
             continue
-        out.append(TierRule(function_regex(fn), tuple(tiers), _reason(cases), _sorted(observed[fn])))
+        out.append(TierRule(function_regex(fn), tuple(tiers), _reason(cases), sorted_observed(observed[fn])))
     return out

@@ -32,8 +32,11 @@ def _run(harness, files, expect="", modes=("normal",)):
 
 
 def test_every_fallback_fails_its_mode_naming_the_test_what_served_it_and_ORTs_reason(harness):
-    run = _run(harness, ["test_fallbacks.py"], modes=("normal", "require_cudnn"))
+    run = _run(harness, ["test_fallbacks.py"], modes=("normal", "require_cudnn", "teeth"))
     assert run.proc.returncode != 0
+    teeth = run.result("teeth")  # every mode: with MATH forced too, a CUDA session the CPU served fails it
+    assert teeth["verdict"] == "fail" and any(x.startswith("4 test(s) asked for the CUDA EP and were served by another")
+                                              for x in teeth["reasons"]), teeth["reasons"]
     for mode in ("normal", "require_cudnn"):
         r = run.result(mode)
         assert r["verdict"] == "fail" and r["counts"]["passed"] == 6 and r["counts"]["failed"] == 0
