@@ -82,6 +82,7 @@ class _ModeJSON:
     provenance: dict[str, str | float | None] | None = None
     teeth_scope: Literal["all", "cudnn"] = "all"
     isolation: Literal["restore", "report", "off", "unknown"] = "unknown"
+    ep_census: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class ModeRecord:
     # restore, report or off: whether the run's tiers could depend on test order (pollution.py). "unknown":
     # saved before isolation existed (an optional key, so older baselines still read and older readers skip it)
     isolation: str = "unknown"
+    # its run carried an EP census (results of schema 3): only then does a line without ep= mean "asked for no
+    # CUDA session"; from older results, or baselines saved before it, nothing is known and no ep change is named
+    ep_census: bool = False
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
@@ -116,18 +120,19 @@ class ModeRecord:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
         return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
-                   cov.scope if cov is not None else "all", r.isolation)
+                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
                 "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())},
-                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {}), "isolation": self.isolation}
+                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {}), "isolation": self.isolation,
+                **({"ep_census": True} if self.ep_census else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
         return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
                    d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")),
-                   str(d.get("isolation", "unknown")))
+                   str(d.get("isolation", "unknown")), bool(d.get("ep_census", False)))
 
 
 def library_summary(r: Result) -> dict[str, Any]:

@@ -96,8 +96,9 @@ class Comparison:
 
 
 def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
-                 at: TestLine | None) -> tuple[list[Change], list[Change]]:
-    """One test, baseline against now: its regressions (of kind test and tier) and its improvements."""
+                 at: TestLine | None, eps_known: bool = True) -> tuple[list[Change], list[Change]]:
+    """One test, baseline against now: its regressions (of kind test, tier and ep) and its improvements.
+    `eps_known`: both sides carried an EP census (a side from before it knows nothing of EPs)."""
     regressions, improvements = [], []
     if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
         regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
@@ -110,7 +111,7 @@ def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
         improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
     if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
         regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
-    if bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
+    if eps_known and bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
         before, after = CUDA in bt.eps, at.eps is not None and CUDA in at.eps
         shown = (eps_text(bt.eps), eps_text(at.eps))
         if before and not after:
@@ -147,7 +148,7 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
         allowed = (flaky or {}).get(test)
         if _in_set(allowed, at) and (bt is None or _in_set(allowed, bt)):
             continue  # a known-flaky test that stayed within what its rule lists: no change to name
-        regressions, improvements = test_changes(cell, mode, test, bt, at)
+        regressions, improvements = test_changes(cell, mode, test, bt, at, b.ep_census and a.ep_census)
         cmp.regressions += regressions
         cmp.improvements += improvements
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import eprules
 from . import results as store
 from .baseline import Baseline, TestLine
 from .cells import Cell
@@ -281,7 +282,8 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     breaks = [b.to_dict(mode) for b in findings.tier_breaks]
     return dataclasses.replace(r, verdict=Status.FAIL if reasons else Status.PASS, reasons=reasons, counts=counts,
                                dispatch=census(tests), teeth_coverage=coverage, tier_breaks=breaks,
-                               outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record)
+                               outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record,
+                               ep=eprules.judge(expect, tests, r.ep.taken)[0])  # reports and baselines read it
 
 
 def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int, n: int, posargs: Sequence[str],

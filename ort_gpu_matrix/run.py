@@ -374,7 +374,7 @@ def report_problem(report: object) -> str | None:
         if not (isinstance(entry, dict) and isinstance(entry.get("sdpa"), list)
                 and isinstance(entry.get("message"), str) and entry.get("outcome") in _OUTCOMES):
             return f"the probe's report is malformed: the entry of {nodeid!r}"
-        if not all(_ep_use(u) for u in entry.get("ep", [])) or not isinstance(entry.get("ep", []), list):
+        if not isinstance(entry.get("ep", []), list) or not all(_ep_use(u) for u in entry.get("ep", [])):
             return f"the probe's report is malformed: the EP census of {nodeid!r}"
     for key, needed in (("audits", ("by_name", "cudnn_copies")), ("collection", ("nodeid", "outcome", "message"))):
         if not all(isinstance(e, dict) and all(k in e for k in needed) for e in report[key]):

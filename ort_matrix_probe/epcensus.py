@@ -14,10 +14,10 @@ attribute lookup per call.
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import os
 import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -64,29 +64,45 @@ def ort_log_reason(data: bytes) -> str | None:
     """ORT's own line for a CUDA EP it skipped: the library that would not load, else its first error."""
     text = _ANSI.sub("", data.decode("utf-8", "replace"))
     said = [m.group(1) for m in map(_ORT_SAID.search, text.splitlines()) if m]
+    said.sort(key=lambda line: "providers_cuda" not in line and CUDA_EP not in line)  # the CUDA EP's own first
     if said:
         return said[0].strip()[:REASON_CHARS]
     errors = [m.group(1) for m in map(_LOG_ERROR.search, text.splitlines()) if m and m.group(1).strip()]
     return errors[0].strip()[:REASON_CHARS] if errors else None
 
 
+_LOAD_REASONS: dict[str, str] = {}
+_TRY_LOAD = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\nexcept OSError as exc:\n    print(exc)\n"
+
+
 def load_reason(capi_dir: str) -> str:
-    """Why the CUDA EP's library does not load, asked of the dynamic loader (ORT logged nothing we read)."""
+    """Why the CUDA EP's library does not load, asked of the dynamic loader (ORT logged nothing we read).
+
+    Asked in a child process with this one's environment, once per process: a load that succeeds must not
+    map the CUDA provider and its cuBLAS and cuDNN into the test process (the library audit reads its maps)."""
+    if capi_dir in _LOAD_REASONS:
+        return _LOAD_REASONS[capi_dir]
     lib = os.path.join(capi_dir, PROVIDER_LIB)
     if not os.path.exists(lib):
-        return f"{CUDA_EP} is listed as available but {PROVIDER_LIB} is not in {capi_dir}"[:REASON_CHARS]
-    try:
-        ctypes.CDLL(lib)
-    except OSError as exc:  # dlerror's words, as ORT's own log line quotes them: the two group as one reason
-        return first_line(f"Failed to load library {PROVIDER_LIB} with error: {exc}")
-    return (f"{CUDA_EP} did not serve the session and ORT logged no reason on fd 2 (its log severity may hide it); "
+        said = f"{CUDA_EP} is listed as available but {PROVIDER_LIB} is not in {capi_dir}"[:REASON_CHARS]
+    else:
+        try:
+            err = subprocess.run([sys.executable, "-c", _TRY_LOAD, lib], capture_output=True, text=True,
+                                 timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            err = ""
+        # dlerror's words, as ORT's own log line quotes them: the two group as one reason
+        said = first_line(f"Failed to load library {PROVIDER_LIB} with error: {err}") if err else (
+            f"{CUDA_EP} did not serve the session and ORT logged no reason on fd 2 (its log severity may hide it); "
             f"{PROVIDER_LIB} itself loads")[:REASON_CHARS]
+    _LOAD_REASONS[capi_dir] = said
+    return said
 
 
 class Tracked:
     """One session that asked for the CUDA EP: what it asked for, what serves it, and any fallback."""
 
-    __slots__ = ("sid", "asked", "served", "error", "fallback", "reason", "native", "in_run")
+    __slots__ = ("sid", "asked", "served", "error", "fallback", "reason", "native")
 
     def __init__(self, sid: int, asked: list[str]) -> None:
         self.sid, self.asked = sid, asked
@@ -95,7 +111,6 @@ class Tracked:
         self.fallback: str | None = None  # one of KINDS while the session is fallen back
         self.reason: str | None = None  # ORT's words for it; resolved late for NOT_LOADED (see reason_of)
         self.native: list[bytes] = []  # fd 2 while a CUDA creation ran
-        self.in_run = 0
 
     @property
     def serving(self) -> str:
@@ -128,7 +143,7 @@ class EpCensus:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._waiting: list[Tracked] = []  # creations whose fd 2 window is open
-        self._tap = FdTap(self._on_fd2, fd=2)
+        self._tap = FdTap(self._on_fd2, fd=2, tee=True)
 
     def bind(self, module: ModuleType) -> None:
         """ORT's module that defines InferenceSession: where its capi dir is, and what the build offers."""
@@ -196,9 +211,10 @@ class EpCensus:
             t.served, t.error = _providers_of(session), None
             if CUDA_EP in t.served:
                 t.fallback = t.reason = None
+                t.native = []  # served: its creation's log explains nothing
             elif CUDA_EP not in self._available():
                 available = ", ".join(self._available()) or "none"
-                self._fell_back(t, NOT_IN_BUILD, f"{CUDA_EP} is not in this build (available: {available})")
+                self._fell_back(t, NOT_IN_BUILD, f"{CUDA_EP} is not in this build (available: {available})"[:REASON_CHARS])
             else:
                 self._fell_back(t, NOT_LOADED, None)  # ORT's log line is read once its window closes
             return out
@@ -210,7 +226,8 @@ class EpCensus:
         """A tracked session rebuilt without the CUDA EP: ORT's retry of a failed creation, Session.run's
         EPFail fallback, or the test's own set_providers (no fallback: it asked for what it got)."""
         handled = sys.exc_info()[1]
-        retried, in_run, was = t.served is None and t.error is not None, t.in_run > 0, t.served
+        in_run = self._running().get(t.sid, 0) > 0  # this thread is inside a run of it: Session.run's fallback
+        retried, was = t.served is None and t.error is not None, t.served
         out = original(session, *args, **kwargs)
         t.served = _providers_of(session)
         if retried:
@@ -229,13 +246,14 @@ class EpCensus:
             if t is None:
                 return original(session, *args, **kwargs)
             depth = getattr(self._local, "depth", 0)
+            running = self._running()
             self._local.depth = depth + 1
-            t.in_run += 1
+            running[t.sid] = running.get(t.sid, 0) + 1
             try:
                 out = original(session, *args, **kwargs)
             finally:
                 self._local.depth = depth
-                t.in_run -= 1
+                running[t.sid] -= 1
             if depth == 0:
                 use = self._use(t)
                 ep = t.serving
@@ -245,6 +263,13 @@ class EpCensus:
             return out
 
         return run
+
+    def _running(self) -> dict[int, int]:
+        """This thread's runs in progress, per tracked session."""
+        running: dict[int, int] | None = getattr(self._local, "running", None)
+        if running is None:
+            running = self._local.running = {}
+        return running
 
     def reason_of(self, t: Tracked) -> str | None:
         """ORT's reason for a fallback: resolved the first time it is asked, once fd 2 has been read."""

@@ -58,14 +58,17 @@ class FdTap:
     while only CPU sessions ran cannot be a CUDA kernel's dispatch line.
 
     The bytes go to an anonymous in-memory file (memfd_create) where the OS has
-    one: no thread to start and join per window, which the EP census's tap of
-    fd 2 around every session's creation would otherwise pay each time. Else
+    one: no thread to start and join per window on the hot path, a run. Else
     to a pipe drained by a reader thread, so that a large print never blocks.
+    A `tee` tap (the EP census's, of fd 2 around a session's creation) always
+    uses the pipe, and its reader writes each chunk through as it arrives: ORT's
+    last lines before a crash in the CUDA EP's creation still reach the log.
     """
 
-    def __init__(self, sink: Callable[[bytes, bool], None], fd: int = 1) -> None:
+    def __init__(self, sink: Callable[[bytes, bool], None], fd: int = 1, tee: bool = False) -> None:
         self._sink = sink
         self._fd = fd
+        self._tee = tee  # write each chunk through as it comes: what a crash inside the window printed survives
         self._lock = threading.Lock()
         self._depth = 0
         self._cuda = False
@@ -75,22 +78,28 @@ class FdTap:
         self._memfd = -1  # the window's in-memory file, where memfd_create exists
 
     @staticmethod
-    def _drain(fd: int, chunks: list[bytes]) -> None:
+    def _drain(fd: int, chunks: list[bytes], through: int) -> None:
         while True:
             block = os.read(fd, 65536)
             if not block:
                 break
             chunks.append(block)
+            view = memoryview(block)
+            while through >= 0 and view:
+                view = view[os.write(through, view):]
         os.close(fd)
 
     def enter(self, cuda: bool) -> None:
         with self._lock:
             if self._depth == 0:
                 self._cuda = False
-                (sys.stdout if self._fd == 1 else sys.stderr).flush()
+                try:
+                    (sys.stdout if self._fd == 1 else sys.stderr).flush()
+                except (AttributeError, OSError, ValueError):  # a test's own stand-in stream, or a closed one
+                    pass
                 _flush_native()
                 self._saved = os.dup(self._fd)
-                if hasattr(os, "memfd_create"):
+                if hasattr(os, "memfd_create") and not self._tee:
                     self._memfd = os.memfd_create(f"ort-matrix-fd{self._fd}", os.MFD_CLOEXEC)
                     os.dup2(self._memfd, self._fd)
                 else:
@@ -98,7 +107,8 @@ class FdTap:
                     os.dup2(w, self._fd)
                     os.close(w)
                     self._chunks = []
-                    self._reader = threading.Thread(target=self._drain, args=(r, self._chunks), daemon=True)
+                    through = self._saved if self._tee else -1
+                    self._reader = threading.Thread(target=self._drain, args=(r, self._chunks, through), daemon=True)
                     self._reader.start()
             self._depth += 1
             self._cuda = self._cuda or cuda
@@ -109,18 +119,18 @@ class FdTap:
             if self._depth:
                 return
             _flush_native()
-            os.dup2(self._saved, self._fd)
-            os.close(self._saved)
+            os.dup2(self._saved, self._fd)  # the pipe's last write end closes: its reader sees the end
             if self._memfd >= 0:
                 data = _read_all(self._memfd)
                 os.close(self._memfd)
                 self._memfd = -1
             else:
                 assert self._reader is not None
-                self._reader.join()
+                self._reader.join()  # before _saved closes: a tee writes through it
                 data = b"".join(self._chunks)
+            os.close(self._saved)
             self._sink(data, self._cuda)
-            view = memoryview(data)
+            view = memoryview(b"" if self._tee else data)  # a tee wrote every byte through already
             while view:
                 view = view[os.write(self._fd, view):]
 

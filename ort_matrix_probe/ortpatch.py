@@ -74,6 +74,8 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
         wrapped = original if name == "run_async" else patch.tap.around(original, _asked_cuda)
         if census is not None:
             wrapped = census.wrap_run(wrapped)
+        if wrapped is original:
+            continue  # run_async with the census off: nothing to wrap (installing ORT's own would loop its __wrapped__)
         _install(run_cls, name, wrapped, original)
         installed.append((run_cls, name, original))
 

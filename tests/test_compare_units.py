@@ -340,3 +340,21 @@ def test_a_missing_after_count_is_a_drop_even_from_one_and_in_a_scoped_teeth():
     scoped = rec({}, counts={}, library={}, scope="cudnn")
     assert [c.line() for c in compare(base({C: {"teeth": b}}), base({C: {"teeth": scoped}})).regressions] == [
         "count: c1 teeth collected: 1 -> (none)", "count: c1 teeth passed: 1 -> (none)"]
+
+
+def test_a_test_the_cuda_ep_no_longer_serves_is_an_ep_regression_only_where_both_sides_had_a_census():
+    import dataclasses
+
+    before = dataclasses.replace(rec({"t::a": "passed ep=CUDA", "t::b": "passed ep=CPU", "t::c": "failed ep=CUDA",
+                                      "t::d": "passed ep=CUDA"}), ep_census=True)
+    after = dataclasses.replace(rec({"t::a": "passed ep=CPU", "t::b": "passed ep=CUDA", "t::c": "failed ep=none",
+                                     "t::d": "passed"}), ep_census=True)
+    got = cmp_of(before, after)
+    assert got["regressions"] == [ch("ep", "t::a", "CUDA", "CPU"), ch("ep", "t::c", "CUDA", "no run"),
+                                  ch("ep", "t::d", "CUDA", "no CUDA session")]
+    assert got["improvements"] == [ch("ep", "t::b", "CPU", "CUDA")]
+    # a side from a result without a census (schema 2) knows nothing of EPs: no ep change either way
+    assert cmp_of(before, dataclasses.replace(after, ep_census=False))["regressions"] == []
+    assert cmp_of(dataclasses.replace(before, ep_census=False), after)["improvements"] == []
+    assert Line.decode("passed MATH ep=CUDA,CPU reruns=1") == Line("passed", ("MATH",), 1, ("CUDA", "CPU"))
+    assert ModeRecord.from_dict(after.to_dict()).ep_census is True

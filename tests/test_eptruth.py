@@ -226,6 +226,8 @@ def test_a_sweep_names_a_test_the_cuda_ep_no_longer_serves_confirmed_and_a_one_o
     assert once.proc.returncode == 0 and data["ok"] is True, once.output[-3000:]
     assert data["regressions"] == [] and {u["test"] for u in data["unconfirmed"]} == {
         f"{SERVED}test_every_run_entry_point", f"{SERVED}test_served_on_cuda"}
+    # the amended result is judged by the reruns that cleared it, its census too: reports and baselines read it
+    assert run_result(harness)["ep"]["fallbacks"] == []
 
 
 def run_result(harness):

@@ -191,3 +191,58 @@ def test_the_probe_predicts_the_tests_sys_path_from_pytests_own_config(tmp_path)
         raise ValueError(name)
     assert _future_sys_path(NS(known_args_namespace=NS(file_or_dir=[target]), getini=no_ini, rootpath=sub)) == \
         Prediction((str(sub),))
+
+
+def test_a_tee_tap_writes_through_at_once_and_never_twice(capfd):
+    """The EP census taps fd 2 around a session's creation: what ORT logs there must reach the log even if the
+    process dies before the window closes, so each chunk goes through as it comes."""
+    import time
+
+    got = []
+    tap = FdTap(lambda data, cuda: got.append(data), fd=2, tee=True)
+    tap.enter(True)
+    os.write(2, b"Failed to load library libonnxruntime_providers_cuda.so\n")
+    deadline = time.monotonic() + 5
+    seen = ""
+    while "Failed" not in seen and time.monotonic() < deadline:  # through before the window closes
+        seen += capfd.readouterr().err
+        time.sleep(0.01)
+    assert seen == "Failed to load library libonnxruntime_providers_cuda.so\n"
+    tap.exit()
+    assert got == [b"Failed to load library libonnxruntime_providers_cuda.so\n"]
+    assert capfd.readouterr().err == ""  # not written back a second time
+
+
+def test_set_providers_from_another_thread_during_a_run_is_no_run_time_fallback():
+    """Session.run's fallback rebuilds the session inside its own run; a test that switches a session to the
+    CPU from another thread while a run is in progress asked for what it got."""
+    import threading
+
+    from ort_matrix_probe.epcensus import CUDA_EP, EpCensus
+
+    class Session:
+        def get_providers(self):
+            return self._providers
+
+    def create(session, providers, *rest):
+        session._providers = [p for p in providers] + (["CPUExecutionProvider"] if CUDA_EP in providers else [])
+
+    inside, done = threading.Event(), threading.Event()
+
+    def run(session):
+        inside.set()
+        assert done.wait(5)
+        return 1
+
+    census = EpCensus(lambda: "t::a")
+    built, ran = census.wrap_create(create), census.wrap_run(run)
+    s = Session()
+    built(s, [CUDA_EP, "CPUExecutionProvider"])
+    worker = threading.Thread(target=ran, args=(s,))
+    worker.start()
+    assert inside.wait(5)
+    built(s, ["CPUExecutionProvider"])  # this thread, not the one in run()
+    done.set()
+    worker.join()
+    (entry,) = census.take("t::a")
+    assert "fallback" not in entry and entry["served"] == ["CPUExecutionProvider"]

@@ -62,6 +62,15 @@ def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged()
     assert report_problem(bad_change) == "the probe's report is malformed: an entry of 'pollution'"
     assert report_problem({**good, "isolation": "x"}) == ("the probe's report is malformed: 'isolation' is 'x', "
                                                           "not one of ('restore', 'report', 'off')")
+    # the EP census of a test (report version 3), checked as every other part: refused, never a traceback
+    use = {"session": 1, "asked": ["CUDAExecutionProvider"], "served": ["CPUExecutionProvider"],
+           "runs": {"CPUExecutionProvider": 2}, "fallback": "not_loaded", "reason": "Failed to load library"}
+    entry = {"outcome": "passed", "message": "", "sdpa": []}
+    assert report_problem({**good, "tests": {"t::a": {**entry, "ep": [use]}}}) is None
+    for bad in (None, 5, "oops", {}, [1], [{**use, "fallback": "elsewhere"}], [{**use, "runs": {"CPU": True}}],
+                [{**use, "served": "CPU"}]):
+        assert report_problem({**good, "tests": {"t::a": {**entry, "ep": bad}}}) == \
+            "the probe's report is malformed: the EP census of 't::a'", bad
 
 
 def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_against_another(harness, tmp_path):
