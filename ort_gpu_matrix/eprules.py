@@ -18,6 +18,7 @@ Only a report of version 3 or later has a census; an older one is judged by noth
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -151,8 +152,9 @@ def _listing(items: Sequence[str]) -> str:
     return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
-def _allowed(rules: Sequence[FallbackRule], f: Fallback) -> str | None:
-    rule = next((r for r in rules if re.search(r.test, f.nodeid) and re.search(r.error, f.reason)), None)
+def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:
+    """The test regex of the first rule that accepts this test's fallback with ORT's reason, or None."""
+    rule = next((r for r in rules if re.search(r.test, nodeid) and re.search(r.error, reason)), None)
     return None if rule is None else rule.test
 
 
@@ -165,9 +167,8 @@ def _made(entry: EpTest) -> str:
 
 def unallowed_fallback(expect: DispatchExpect, t: Seen) -> bool:
     """Whether a test met a fallback that no allowed_fallbacks rule accepts (what confirmation reruns)."""
-    return any(use.get("fallback") and _allowed(expect.allowed_fallbacks, Fallback(
-        t.nodeid, use.get("fallback", ""), use["asked"], use["served"], use.get("reason", ""))) is None
-        for use in t.ep)
+    return any(use.get("fallback") and _allowed(expect.allowed_fallbacks, t.nodeid, use.get("reason", "")) is None
+               for use in t.ep)
 
 
 def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[EpCensus, Judged]:
@@ -175,7 +176,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
     a warning for hollow passes, and the stale rules."""
     raw = census(tests, taken)
     out = Judged()
-    fallbacks = [Fallback(f.nodeid, f.kind, f.asked, f.served, f.reason, _allowed(expect.allowed_fallbacks, f))
+    fallbacks = [dataclasses.replace(f, allowed_by=_allowed(expect.allowed_fallbacks, f.nodeid, f.reason))
                  for f in raw.fallbacks]
     result = EpCensus(taken, raw.tests, fallbacks, raw.hollow)
     bad = result.unallowed()

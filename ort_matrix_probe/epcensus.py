@@ -212,9 +212,9 @@ class EpCensus:
             if CUDA_EP in t.served:
                 t.fallback = t.reason = None
                 t.native = []  # served: its creation's log explains nothing
-            elif CUDA_EP not in self._available():
-                available = ", ".join(self._available()) or "none"
-                self._fell_back(t, NOT_IN_BUILD, f"{CUDA_EP} is not in this build (available: {available})"[:REASON_CHARS])
+            elif CUDA_EP not in (available := self._available()):
+                listed = ", ".join(available) or "none"
+                self._fell_back(t, NOT_IN_BUILD, f"{CUDA_EP} is not in this build (available: {listed})"[:REASON_CHARS])
             else:
                 self._fell_back(t, NOT_LOADED, None)  # ORT's log line is read once its window closes
             return out
@@ -245,16 +245,14 @@ class EpCensus:
             t: Tracked | None = getattr(session, _STATE, None)
             if t is None:
                 return original(session, *args, **kwargs)
-            depth = getattr(self._local, "depth", 0)
             running = self._running()
-            self._local.depth = depth + 1
+            outermost = not any(running.values())  # a run entry point that calls another counts once
             running[t.sid] = running.get(t.sid, 0) + 1
             try:
                 out = original(session, *args, **kwargs)
             finally:
-                self._local.depth = depth
                 running[t.sid] -= 1
-            if depth == 0:
+            if outermost:
                 use = self._use(t)
                 ep = t.serving
                 use.runs[ep] = use.runs.get(ep, 0) + 1
