@@ -6,7 +6,10 @@ Each RESULT.json is a session's stored result (results/<session>.json). Its pyte
 exactly as the harness ran it (the same venv, probe, xdist, files and environment; a fresh private dir
 in place of its workdir, with the same empty ini), `--repeat` times with ORT_MATRIX_EP_CENSUS=off and as
 often with it on, alternating, so drift on a shared host hits both. Printed and written: each run's
-wall time, the medians, on/off of the medians and of the fastest runs. The target (issue 32): at most 1.02. A run whose exit code differs
+wall time and CPU time (user + system of the whole process tree: what the census itself would add, with
+less of the GPU's and the scheduler's spread), the medians, on/off of the medians, of the fastest runs
+and the median of each pair's on/off. `--previous FILE.json` (an earlier --out of the same result, on the
+same machine) adds its runs to these: more pairs from calls that each fit the device's time limit. The target (issue 32): at most 1.02. A run whose exit code differs
 from the stored one is reported beside its time. Nothing here is a test: a missed target is reported,
 not failed.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,7 +30,13 @@ TARGET = 1.02
 DROPPED = ("PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTEST_ADDOPTS", "PYTHONSTARTUP")
 
 
-def replay(result: dict, census: bool) -> tuple[float, int]:
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def replay(result: dict, census: bool) -> tuple[float, float, int]:
+    """One run of the stored command: its wall time, its process tree's CPU time and its exit code."""
     old = result["workdir"]
     work = tempfile.mkdtemp(prefix="ep-census-bench-")  # 0700, as the harness's own
     try:
@@ -36,11 +46,27 @@ def replay(result: dict, census: bool) -> tuple[float, int]:
         env.update(result["env"], PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", ORT_MATRIX_ISOLATION=result.get("isolation", "restore"))
         if not census:
             env["ORT_MATRIX_EP_CENSUS"] = "off"
-        start = time.monotonic()
+        start, cpu = time.monotonic(), _children_cpu()
         proc = subprocess.run(command, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.monotonic() - start, proc.returncode
+        return time.monotonic() - start, _children_cpu() - cpu, proc.returncode
     finally:
         subprocess.run(["rm", "-rf", work], check=False)
+
+
+def summary(result: dict, times: dict[str, list[float]], cpus: dict[str, list[float]],
+            codes: dict[str, list[int]]) -> dict:
+    """The row for one session: every run, and the ratios that judge the target."""
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    pairs = [b / a for a, b in zip(times["off"], times["on"], strict=True)]  # each pair ran back to back: drift hits both
+    cpu_off, cpu_on = statistics.median(cpus["off"]), statistics.median(cpus["on"])
+    return {"session": result["session"], "tests": result["counts"]["collected"], "stored_exit": result["pytest_exit_code"],
+            "pairs": len(pairs), "off_s": times["off"], "on_s": times["on"], "off_cpu_s": cpus["off"],
+            "on_cpu_s": cpus["on"], "codes": codes, "median_off_s": off, "median_on_s": on,
+            "ratio": round(on / off, 4),
+            "fastest_ratio": round(min(times["on"]) / min(times["off"]), 4),  # the least disturbed run of each
+            "paired_ratio": round(statistics.median(pairs), 4),
+            "cpu_ratio": round(cpu_on / cpu_off, 4) if cpu_off else None,
+            "target": TARGET, "met": on / off <= TARGET}
 
 
 def main() -> int:
@@ -48,26 +74,28 @@ def main() -> int:
     ap.add_argument("results", nargs="+", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--previous", type=Path, help="an earlier --out: its runs of the same sessions are added")
     args = ap.parse_args()
+    earlier = {row["session"]: row for row in json.loads(args.previous.read_text())} if args.previous else {}
     rows = []
     for path in args.results:
         result = json.loads(path.read_text())
-        times: dict[str, list[float]] = {"off": [], "on": []}
-        codes: dict[str, list[int]] = {"off": [], "on": []}
+        before = earlier.get(result["session"], {})
+        times = {side: list(before.get(f"{side}_s", [])) for side in ("off", "on")}
+        cpus = {side: list(before.get(f"{side}_cpu_s", [])) for side in ("off", "on")}
+        codes = {side: list(before.get("codes", {}).get(side, [])) for side in ("off", "on")}
         for _ in range(args.repeat):
             for side in ("off", "on"):
-                t, code = replay(result, census=side == "on")
+                t, cpu, code = replay(result, census=side == "on")
                 times[side].append(round(t, 3))
+                cpus[side].append(round(cpu, 3))
                 codes[side].append(code)
-        off, on = statistics.median(times["off"]), statistics.median(times["on"])
-        fastest = round(min(times["on"]) / min(times["off"]), 4)  # the least disturbed run of each: robust to spikes
-        row = {"session": result["session"], "tests": result["counts"]["collected"], "stored_exit": result["pytest_exit_code"],
-               "off_s": times["off"], "on_s": times["on"], "codes": codes, "median_off_s": off, "median_on_s": on,
-               "ratio": round(on / off, 4), "fastest_ratio": fastest, "target": TARGET, "met": on / off <= TARGET}
+        row = summary(result, times, cpus, codes)
         rows.append(row)
-        print(f"{row['session']}: {row['tests']} tests; census off {off:.2f} s, on {on:.2f} s (medians of {args.repeat}): "
-              f"{row['ratio']:.3f}x (fastest of each: {fastest:.3f}x), target <= {TARGET}: {'met' if row['met'] else 'MISSED'}; "
-              f"exit codes {codes}")
+        print(f"{row['session']}: {row['tests']} tests; census off {row['median_off_s']:.2f} s, on {row['median_on_s']:.2f} s "
+              f"(medians of {row['pairs']} pairs): {row['ratio']:.3f}x (fastest of each: {row['fastest_ratio']:.3f}x, "
+              f"median of the pairs: {row['paired_ratio']:.3f}x; CPU time {row['cpu_ratio']:.3f}x), target <= {TARGET}: "
+              f"{'met' if row['met'] else 'MISSED'}; exit codes {codes}")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -9,7 +9,8 @@
 #      swept, saved as a baseline, swept again under --gate regressions; then bench/ep_census.py (the census
 #      on and off, alternating) on two stored runs of step A and B.
 #   C. the census's cost alone: the working cu13 cell of step A run once, then bench/ep_census.py on it (REPEAT
-#      times each way, default 2); needs only onnxruntime-gpu==1.31.1 and the small wheels staged.
+#      times each way, default 2; BENCH_S its time limit); needs only onnxruntime-gpu==1.31.1 and the small wheels
+#      staged. Again in the same lease with PREVIOUS=/root/ep-census-bench.json: more pairs, one summary.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.23.2 onnxruntime-gpu==1.31.1 nvidia-cudnn-cu13==9.12.0.46 \
 #     nvidia-cudnn-cu12==9.10.2.21 nvidia-cuda-runtime-cu12==12.9.79 onnx==1.18.0 onnx==1.20.1 parameterized \
@@ -94,9 +95,14 @@ fi
 if [ "$STEP" = C ]; then
 {
   echo "## C. the census on and off on the working cu13 cell (bench/ep_census.py)"
-  MATRIX_TOML=$EPM MATRIX_RESULTS=$RES timeout 150 python3 -m nox -s ep-3.12-h200 > "$OUT/nox-c.log" 2>&1
-  echo "nox -s ep-3.12-h200 exit: $?"; grep -E "^normal " "$OUT/nox-c.log" | cut -c1-200
-  timeout 300 python3 bench/ep_census.py $RES/ep-3.12-h200-normal.json --repeat "${REPEAT:-2}" --out "$OUT/ep-census-bench.json"
+  if [ ! -f $RES/ep-3.12-h200-normal.json ]; then  # a later call of the same lease reuses the cell's venv and result
+    MATRIX_TOML=$EPM MATRIX_RESULTS=$RES timeout 150 python3 -m nox -s ep-3.12-h200 > "$OUT/nox-c.log" 2>&1
+    echo "nox -s ep-3.12-h200 exit: $?"; grep -E "^normal " "$OUT/nox-c.log" | cut -c1-200
+  fi
+  # PREVIOUS: an earlier call's bench json (carried back in the repo copy): its pairs are added to this call's
+  timeout "${BENCH_S:-300}" python3 bench/ep_census.py $RES/ep-3.12-h200-normal.json --repeat "${REPEAT:-2}" \
+    ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/ep-census-bench.json"
+  cp "$OUT/ep-census-bench.json" /root/ep-census-bench.json 2>/dev/null  # for the next call of the lease
 } 2>&1 | tee "$OUT/step-c.log"
 fi
 ls -la "$OUT"
