@@ -34,12 +34,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.run import median, nox_cmd  # noqa: E402
-from ort_gpu_matrix.cells import cells_of  # noqa: E402
 from ort_gpu_matrix.config.loader import load_matrix  # noqa: E402
-from ort_gpu_matrix.host import resolve  # noqa: E402
-from ort_gpu_matrix.overrides import Overrides  # noqa: E402
-from ort_gpu_matrix.testenv import mode_env  # noqa: E402
-from ort_gpu_matrix.venvs import ensure_venv  # noqa: E402
+from ort_gpu_matrix.config.overrides import Overrides  # noqa: E402
+from ort_gpu_matrix.envs.venvs import ensure_venv  # noqa: E402
+from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
+from ort_gpu_matrix.host.host import resolve  # noqa: E402
+from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
 
 PHASES = [("interpreter + pytest imports", "process_start", "probe_imported"),
           ("plugins and options", "probe_imported", "configured"),

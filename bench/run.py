@@ -43,12 +43,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ort_gpu_matrix.cells import cells_of  # noqa: E402
 from ort_gpu_matrix.config.loader import load_matrix  # noqa: E402
-from ort_gpu_matrix.host import resolve  # noqa: E402
-from ort_gpu_matrix.overrides import Overrides  # noqa: E402
-from ort_gpu_matrix.testenv import mode_env  # noqa: E402
-from ort_gpu_matrix.venvs import ensure_venv, venv_name  # noqa: E402
+from ort_gpu_matrix.config.overrides import Overrides  # noqa: E402
+from ort_gpu_matrix.envs.venvs import ensure_venv, venv_name  # noqa: E402
+from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
+from ort_gpu_matrix.host.host import resolve  # noqa: E402
+from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
 
 PLUGINS = ["pytest-benchmark", "hypothesis", "pytest-cov", "pytest-timeout", "pytest-mock", "anyio"]
 # an installer: uv venv / uv pip, pip, virtualenv (nox itself runs `uv self version` at import: not an install)
@@ -291,7 +291,7 @@ def _modes_matrix(cell, work: Path, scale: float) -> Path:
 def _cell_makespan(results: Path, slots: int) -> tuple[float, float, float]:
     """From a 1-slot sweep's timeline: the sum of its children's times, what whole cells in the matrix's order
     would take on `slots` slots, and what the mode-run plan would take, each child's measured time as its cost."""
-    from ort_gpu_matrix.scheduler import plan, simulate
+    from ort_gpu_matrix.drive.scheduler import plan, simulate
 
     runs = json.loads((results / "sweep-timeline.json").read_text())
     wall = {(t["cell"], t["mode"]): t["ended"] - t["started"] for t in runs}
@@ -306,18 +306,18 @@ def _cell_makespan(results: Path, slots: int) -> tuple[float, float, float]:
 
 
 def _unit(name: str):
-    from ort_gpu_matrix.cells import Cell
     from ort_gpu_matrix.config.model import Libs, Ort, Suite, Torch
-    from ort_gpu_matrix.scheduler import Job
+    from ort_gpu_matrix.drive.scheduler import Job
+    from ort_gpu_matrix.plan.cells import Cell
 
     return Job(Cell(name, "3", Ort(id="o"), Torch(id="t"), Libs(id="l"), Suite(id="s"), ("normal",), "bench"), "normal",
                Path(os.devnull))
 
 
 def _jobs_of(wall: dict):
-    from ort_gpu_matrix.cells import Cell
     from ort_gpu_matrix.config.model import Libs, Ort, Suite, Torch
-    from ort_gpu_matrix.scheduler import jobs_of
+    from ort_gpu_matrix.drive.scheduler import jobs_of
+    from ort_gpu_matrix.plan.cells import Cell
 
     by_cell: dict[str, list[str]] = {}
     for c, m in wall:

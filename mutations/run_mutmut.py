@@ -31,7 +31,7 @@ EQUIVALENT = REPO / "mutations" / "equivalent.toml"
 GOAL = 0.90
 # A module as scored: its name, the mutant-name glob of the part of it that is covered. sweep.py is covered
 # only for its selection (the rest of it runs nox sessions, see docs/mutations.md).
-SCOPES = {"ort_gpu_matrix.sweep": "ort_gpu_matrix.sweep.x_select__mutmut_*"}
+SCOPES = {"ort_gpu_matrix.app.sweep": "ort_gpu_matrix.app.sweep.x_select__mutmut_*"}
 
 
 def only_mutate() -> list[str]:

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.config.overrides import Overrides
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,12 +37,12 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def calibrate(session: Any) -> None:
         """Write the expectations that accept the chosen cells' outcome today (-- [SELECT ...] [--write PATH] [--from DIR])."""
-        from ort_gpu_matrix.calibrate import CalibrateError
-        from ort_gpu_matrix.calibrate import calibrate as engine
+        from ort_gpu_matrix.calibrate.suite import CalibrateError
+        from ort_gpu_matrix.calibrate.suite import calibrate as engine
         from ort_gpu_matrix.config.loader import load_matrix
-        from ort_gpu_matrix.errors import MatrixError
-        from ort_gpu_matrix.render import color, live
-        from ort_gpu_matrix.sweep import SelectionError
+        from ort_gpu_matrix.plan.select import SelectionError
+        from ort_gpu_matrix.report.render import color, live
+        from ort_gpu_matrix.util.errors import MatrixError
 
         try:
             args = _parser().parse_args(session.posargs)

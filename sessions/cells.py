@@ -10,15 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ort_gpu_matrix.cells import Cell, cells_of
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Matrix
-from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.host import Resolved, check, locate
-from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.config.overrides import Overrides
+from ort_gpu_matrix.host.host import Resolved, check, locate
+from ort_gpu_matrix.plan.cells import Cell, cells_of
+from ort_gpu_matrix.util.errors import MatrixError
 
 if TYPE_CHECKING:
-    from ort_gpu_matrix.results import Result
+    from ort_gpu_matrix.store.results import Result
 
 
 def slots_option(posargs: list[str]) -> tuple[str | None, list[str]]:
@@ -41,12 +41,12 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
           earlier: dict[str, Result], print_table: bool, noxfile: Path | None) -> Callable[[Any], None]:
     def session_body(session: Any) -> None:
         # imported here, not at registration: `nox -l` needs none of it
-        from ort_gpu_matrix.harness import run_cell
-        from ort_gpu_matrix.overlap import Overlap, RunsMissing
-        from ort_gpu_matrix.render import color, table
-        from ort_gpu_matrix.results import StoreError
-        from ort_gpu_matrix.room import RoomError, parse_wanted
-        from ort_gpu_matrix.venvs import BuildError
+        from ort_gpu_matrix.drive.cell import run_cell
+        from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
+        from ort_gpu_matrix.envs.venvs import BuildError
+        from ort_gpu_matrix.host.room import RoomError, parse_wanted
+        from ort_gpu_matrix.report.render import color, table
+        from ort_gpu_matrix.store.results import StoreError
 
         if isinstance(resolved, MatrixError):
             session.error(str(resolved))  # raises

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.config.overrides import Overrides
 
 
 def register(nox: Any, default_matrix: Path) -> None:
@@ -14,7 +14,7 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def doctor(session: Any) -> None:
         """What this host has for the matrix: pairings, libraries, GPUs, torch, venvs, interpreters."""
-        from ort_gpu_matrix import doctor as engine
+        from ort_gpu_matrix.app import doctor as engine
         from ort_gpu_matrix.config.loader import load_matrix
 
         report = engine.run(load_matrix(matrix_file, overrides))

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.overrides import Overrides
+from ort_gpu_matrix.config.overrides import Overrides
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.util.errors import MatrixError
 
 
 def register(nox: Any, default_matrix: Path) -> None:
@@ -17,8 +17,8 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def matrix(session: Any) -> None:
         """Print the cells as GitHub Actions strategy.matrix JSON (-- --github [--select ...])."""
-        from ort_gpu_matrix.ci import github_matrix
-        from ort_gpu_matrix.sweep import SelectionError, select
+        from ort_gpu_matrix.plan.ci import github_matrix
+        from ort_gpu_matrix.plan.select import SelectionError, select
 
         parser = argparse.ArgumentParser(prog="nox -s matrix --", exit_on_error=False)
         parser.add_argument("--github", action="store_true", required=True)

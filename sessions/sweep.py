@@ -13,11 +13,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.overrides import Overrides
-from ort_gpu_matrix.report import GATES
+from ort_gpu_matrix.config.overrides import Overrides
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.report.model import GATES
+from ort_gpu_matrix.util.errors import MatrixError
 
 
 def _count(text: str) -> int:
@@ -90,13 +90,14 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
 
     def sweep(session: Any) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
-        from ort_gpu_matrix.baseline import BaselineError
-        from ort_gpu_matrix.gpus import GpuError, slots
-        from ort_gpu_matrix.harness import CensusError, Earlier, censuses, handed_over
-        from ort_gpu_matrix.overlap import sweep_room
-        from ort_gpu_matrix.render import color, live, terminal
-        from ort_gpu_matrix.room import RoomError, parse_wanted
-        from ort_gpu_matrix.sweep import Options, SelectionError, SweepError, run, select, with_reruns
+        from ort_gpu_matrix.app.sweep import Options, SweepError, run, with_reruns
+        from ort_gpu_matrix.drive.cell import CensusError, Earlier, censuses, handed_over
+        from ort_gpu_matrix.drive.overlap import sweep_room
+        from ort_gpu_matrix.host.gpus import GpuError, slots
+        from ort_gpu_matrix.host.room import RoomError, parse_wanted
+        from ort_gpu_matrix.plan.select import SelectionError, select
+        from ort_gpu_matrix.report.render import color, live, terminal
+        from ort_gpu_matrix.store.baseline import BaselineError
 
         args, pytest_args = _args(session, "sweep")
         opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
@@ -147,10 +148,10 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
 
     def report(session: Any) -> None:
         """Build the sweep report from result files or dirs (default: the results dir); runs nothing."""
-        from ort_gpu_matrix.baseline import BaselineError
-        from ort_gpu_matrix.render import terminal
-        from ort_gpu_matrix.report import InputError, gather
-        from ort_gpu_matrix.sweep import Options, SweepError, report_only
+        from ort_gpu_matrix.app.sweep import Options, SweepError, report_only
+        from ort_gpu_matrix.report.model import InputError, gather
+        from ort_gpu_matrix.report.render import terminal
+        from ort_gpu_matrix.store.baseline import BaselineError
 
         args, _ = _args(session, "report")
         try:

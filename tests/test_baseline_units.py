@@ -8,10 +8,10 @@ import json
 import pytest
 from unitkit import result
 
-from ort_gpu_matrix.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
-from ort_gpu_matrix.baseline import TestLine as Line
-from ort_gpu_matrix.results import Provenance
-from ort_gpu_matrix.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage
+from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage
+from ort_gpu_matrix.store.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
+from ort_gpu_matrix.store.baseline import TestLine as Line
+from ort_gpu_matrix.store.results import Provenance
 
 CUDNN, MATH = "CUDNN_FLASH_ATTENTION", "MATH"
 AUDIT_A = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400}, "cudart": {"file": None}},

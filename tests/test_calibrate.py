@@ -19,8 +19,8 @@ import pytest
 from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so
 from matrixtext import matrix_head, suite_head
 
+from ort_gpu_matrix.config.expectfile import ModeTable, Skip, literal_regex, render, string
 from ort_gpu_matrix.config.model import Observation, Rule
-from ort_gpu_matrix.expectfile import ModeTable, Skip, literal_regex, render, string
 
 CELL = f"c-{PY}-x"
 PINNED = f"c-{PY}-p"

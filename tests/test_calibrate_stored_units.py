@@ -18,15 +18,15 @@ import pytest
 from test_bad_inputs import BASE, PY, ROOT
 from unitkit import result
 
-from ort_gpu_matrix import calibrate as cal
-from ort_gpu_matrix.cells import cells_of
+from ort_gpu_matrix.calibrate import suite as cal
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.host import check
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
-from ort_gpu_matrix.pollution import Pollution, StateChange
-from ort_gpu_matrix.render.live import Display
-from ort_gpu_matrix.results import CellInfo, Provenance, load
-from ort_gpu_matrix.verdicts import Counts, Dispatch, Status, TeethCoverage
+from ort_gpu_matrix.host.host import check
+from ort_gpu_matrix.judge.pollution import Pollution, StateChange
+from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Status, TeethCoverage
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.report.render.live import Display
+from ort_gpu_matrix.store.results import CellInfo, Provenance, load
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 CELL = "gpu-3.11-x"
@@ -294,7 +294,7 @@ def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwis
     with pytest.raises(cal.CalibrateError) as err:
         cal.run(s.matrix, cells, True, said.append, print, print, 2)
     assert str(err.value).startswith("gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
-    from ort_gpu_matrix.venvs import BuildError
+    from ort_gpu_matrix.envs.venvs import BuildError
     monkeypatch.setattr(cal, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
     with pytest.raises(cal.CalibrateError) as err:
         cal.run(s.matrix, cells[1:], True, said.append, print, print, 2)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-from ort_gpu_matrix import calibrate as cal
+from ort_gpu_matrix.calibrate import suite as cal
+from ort_gpu_matrix.config.expectfile import Count, ModeTable, Skip
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.expectfile import Count, ModeTable, Skip
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
-from ort_gpu_matrix.verdicts import Dispatch, TeethCoverage
-from ort_gpu_matrix.verdicts import TestResult as T
+from ort_gpu_matrix.judge.verdicts import Dispatch, TeethCoverage
+from ort_gpu_matrix.judge.verdicts import TestResult as T
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 

@@ -10,7 +10,7 @@ import yaml
 from conftest import PY, REPO
 
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.util.errors import MatrixError
 
 MATRIX = f"""
 [matrix]

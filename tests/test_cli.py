@@ -11,8 +11,8 @@ from conftest import PY
 from test_driver import fake_smi
 from test_layout import package_sources
 
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.plan.cells import cells_of
 
 CPU_CELL = f"gpu-{PY}-cpu"
 
@@ -200,7 +200,7 @@ def test_a_gpu_slot_sweep_starts_its_children_with_the_packaged_noxfile(tool, wh
     (["-s", "init"], (None, None, ["-s", "init"])),  # a session named init is nox's business
 ])
 def test_the_command_line_splits_into_ours_and_nox_s(argv, expected):
-    from ort_gpu_matrix.cli import parse
+    from ort_gpu_matrix.app.cli import parse
 
     assert parse(argv) == expected
 
@@ -212,7 +212,7 @@ def test_the_command_line_splits_into_ours_and_nox_s(argv, expected):
     (["init", "-l"], "init takes only --matrix, not -l"),
 ])
 def test_a_command_line_it_cannot_run_is_refused_with_the_fix(argv, words):
-    from ort_gpu_matrix.cli import UsageError, parse
+    from ort_gpu_matrix.app.cli import UsageError, parse
 
     with pytest.raises(UsageError, match=words) as info:
         parse(argv)

@@ -3,9 +3,9 @@ a mutant that renames a kind, swaps before/after or drops a change is caught in-
 these tests to compare.py's functions through its stats run)."""
 from __future__ import annotations
 
-from ort_gpu_matrix.baseline import Baseline, ModeRecord
-from ort_gpu_matrix.baseline import TestLine as Line
-from ort_gpu_matrix.compare import Change, Scope, add_stale_rules, compare, libs_comparison, show
+from ort_gpu_matrix.compare.changes import Change, Scope, add_stale_rules, compare, libs_comparison, show
+from ort_gpu_matrix.store.baseline import Baseline, ModeRecord
+from ort_gpu_matrix.store.baseline import TestLine as Line
 
 C = "c1"
 LIB = {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (13000)"],

@@ -2,10 +2,10 @@
 import pytest
 from conftest import SUITES
 
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import PassExpect, TeethExpect
-from ort_gpu_matrix.errors import MatrixError
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.util.errors import MatrixError
 
 BASE = f"""
 [matrix]
@@ -69,7 +69,7 @@ def test_dispatch_rules_are_accepted_in_every_mode(tmp_path):
 
 
 def test_environment_overrides_are_read_once_into_the_matrix(tmp_path, monkeypatch):
-    from ort_gpu_matrix.overrides import Overrides
+    from ort_gpu_matrix.config.overrides import Overrides
 
     o = Overrides.from_environ({"MATRIX_WHEELHOUSE": "/w1:/w2", "MATRIX_OFFLINE": "1", "MATRIX_RESULTS": str(tmp_path / "r")})
     path = tmp_path / "m.toml"

@@ -17,7 +17,7 @@ from test_bad_inputs import BASE, PY, ROOT, _fill
 from ort_gpu_matrix.config.loader import load_matrix, read_toml
 from ort_gpu_matrix.config.model import key
 from ort_gpu_matrix.config.reader import Reader
-from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.util.errors import MatrixError
 
 ORT = '[ort.cpu]\nrequirement = "onnxruntime==1.32.0"\nwith = ["onnx==1.20.1"]\n'
 

@@ -18,7 +18,7 @@ def test_the_committed_key_reference_is_the_generated_one():
 def test_the_reference_names_every_key_of_the_model():
     """What the generator covers, checked against the loader's own key lists."""
     from ort_gpu_matrix.config.model import ExcludeEntry, IncludeEntry, Libs, Ort, Rule, Settings, Suite, Torch, keys_of
-    from ort_gpu_matrix.modes import SPECS
+    from ort_gpu_matrix.config.modes import SPECS
 
     text = (REPO / reference.OUT).read_text()
     classes = [Settings, Ort, Torch, Libs, Suite, Rule, IncludeEntry, ExcludeEntry, *(s.expect_type for s in SPECS.values())]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import PY, REPO, SUITES, build_so, nox
 
-from ort_gpu_matrix import driver
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
+from ort_gpu_matrix.host import driver
+from ort_gpu_matrix.plan.cells import cells_of
 
 MATRIX = """
 [matrix]

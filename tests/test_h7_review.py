@@ -10,8 +10,8 @@ from pathlib import Path
 
 from test_sweep_trust import A, B, Box, base  # noqa: F401  (base: the module fixture, a green sweep saved as `base`)
 
-from ort_gpu_matrix.baseline import Baseline
-from ort_gpu_matrix.compare import Scope, compare
+from ort_gpu_matrix.compare.changes import Scope, compare
+from ort_gpu_matrix.store.baseline import Baseline
 
 CELL = "gpu-3.12-cu130"
 

@@ -1,4 +1,5 @@
-"""Data flows one way: no module of ours imports one that imports it back, however far round.
+"""Data flows one way: no module of ours imports one that imports it back, however far round, and no
+subpackage of the engine imports one that comes after it in LAYERS (data-flow order, docs/design.md).
 
 Every import counts, including those under `if TYPE_CHECKING:` and inside functions: a circle hidden
 from the interpreter is still a circle for the reader, and the next edit that moves it to the top
@@ -88,10 +89,59 @@ def test_the_graph_sees_the_imports_that_matter():
     graph = import_graph()
     assert "ort_gpu_matrix.config.model" in graph["ort_gpu_matrix.config.pairings"]
     assert "ort_gpu_matrix.config.pairings" in graph["ort_gpu_matrix.config.loader"]
-    assert "ort_gpu_matrix.render.escape" in graph["ort_gpu_matrix.harness"]  # from .render.escape import term
-    assert "ort_gpu_matrix.scheduler" in graph["ort_gpu_matrix.sweep"]  # from . import scheduler
+    assert "ort_gpu_matrix.util.escape" in graph["ort_gpu_matrix.drive.cell"]  # from ..util.escape import term
+    assert "ort_gpu_matrix.drive.scheduler" in graph["ort_gpu_matrix.app.sweep"]  # from ..drive import scheduler
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_no_module_imports_one_that_imports_it_back():
     assert cycles(import_graph()) == []
+
+
+# The engine's subpackages in data-flow order: each may import only those before it (and itself).
+LAYERS = ("util", "config", "plan", "host", "envs", "execute", "judge", "store", "drive", "compare", "report",
+          "calibrate", "app")
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "ort_gpu_matrix" or len(parts) < 2 or parts[1] not in LAYERS:
+        return None
+    return LAYERS.index(parts[1])
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of the engine that reaches a later layer: `importer -> imported`."""
+    out = []
+    for here, edges in sorted(graph.items()):
+        own = _layer(here)
+        if own is None:
+            continue
+        out += [f"{here} -> {e}" for e in sorted(edges) if (theirs := _layer(e)) is not None and theirs > own]
+    return out
+
+
+def test_upward_sees_an_import_that_climbs():
+    assert upward({"ort_gpu_matrix.config.modes": {"ort_gpu_matrix.judge.verdicts", "ort_gpu_matrix.util.fs"}}) == [
+        "ort_gpu_matrix.config.modes -> ort_gpu_matrix.judge.verdicts"]
+    assert upward({"ort_gpu_matrix.app.cli": {"ort_gpu_matrix.config.loader"}, "sessions.sweep": {"ort_gpu_matrix.app.sweep"}}) == []
+
+
+def test_no_subpackage_imports_a_later_one():
+    assert upward(import_graph()) == []
+
+
+def test_the_engine_top_holds_only_its_init_and_the_layers():
+    top = REPO / "ort_gpu_matrix"
+    loose = sorted(p.name for p in top.iterdir() if p.name != "__pycache__" and
+                   not (p.name == "__init__.py" or (p.is_dir() and p.name in LAYERS)))
+    assert loose == []
+    assert sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(LAYERS)
+
+
+def test_the_design_docs_layout_lists_every_module_of_the_engine():
+    text = (REPO / "docs" / "design.md").read_text()
+    layout = text[text.index("## Layout"):]
+    missing = [rel for p in sorted((REPO / "ort_gpu_matrix").rglob("*.py")) if p.name != "__init__.py"
+               if (rel := p.relative_to(REPO / "ort_gpu_matrix").as_posix()) not in layout]
+    assert missing == []

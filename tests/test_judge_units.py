@@ -3,10 +3,10 @@ own, with the whole list of reasons, and the verdict's parts (tests/test_faults.
 run that lies)."""
 from __future__ import annotations
 
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.junit import JunitCounts
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
-from ort_gpu_matrix.verdicts import (
+from ort_gpu_matrix.execute.junit import JunitCounts
+from ort_gpu_matrix.judge.verdicts import (
     Counts,
     Dispatch,
     Evidence,
@@ -149,9 +149,9 @@ def test_to_dicts_scoped_and_refused():
 
 
 def test_the_verdict_carries_every_part_the_report_gives():
-    from ort_gpu_matrix import tierrules
     from ort_gpu_matrix.config.model import FlakyRule, TierRule
-    from ort_gpu_matrix.ortsource import SourceTree
+    from ort_gpu_matrix.host.ortsource import SourceTree
+    from ort_gpu_matrix.judge import tiers as tierrules
     tests = {"t::a": {"outcome": "passed", "sdpa": ["CUDNN_FLASH_ATTENTION"]}, "t::fl": {"outcome": "failed", "message": "x"}}
     rep = report(tests, exitstatus=1, provenance={"ort": {"version": "1.31.0"}},
                  audits=[{"pid": 4, "process": "main", "by_name": {}, "mapped": [], "preload": [], "cudnn_copies": []}],

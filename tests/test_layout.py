@@ -78,7 +78,7 @@ def test_the_wheel_holds_the_engine_the_probe_the_sessions_and_the_suite_and_no_
     assert {f"ort_gpu_matrix/sessions/{p.name}" for p in (REPO / "sessions").glob("*.py")} <= wheel_names
     assert "ort_gpu_matrix/sessions/noxfile.py" in wheel_names
     assert "ort_gpu_matrix/suites/dispatch/test_dispatch.py" in wheel_names
-    assert "ort_gpu_matrix/render/templates/report.html.j2" in wheel_names
+    assert "ort_gpu_matrix/report/render/templates/report.html.j2" in wheel_names
 
 
 def test_every_module_of_the_tree_is_in_the_wheel(wheel_names):

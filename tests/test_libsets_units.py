@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_index import _write_wheel
 
-from ort_gpu_matrix import libsets
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Libs
-from ort_gpu_matrix.venvs import BuildError, find_uv
+from ort_gpu_matrix.envs import libsets
+from ort_gpu_matrix.envs.venvs import BuildError, find_uv
 
 
 def wheel(house: Path, name: str, files: list[str]) -> str:

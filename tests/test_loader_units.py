@@ -8,7 +8,7 @@ import pytest
 from test_bad_inputs import BASE, ROWS, _fill
 
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.util.errors import MatrixError
 
 # Rows whose problem is found after loading (on the host, or at registration): load_matrix accepts them.
 AFTER_LOAD = {'the same pairing twice', 'pin missing on this host', 'pin a text file', 'search finds nothing',

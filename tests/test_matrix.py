@@ -8,9 +8,9 @@ import sys
 import pytest
 from conftest import CELL, PY, REPO, SUITES
 
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.util.errors import MatrixError
 
 
 def _problems(path):

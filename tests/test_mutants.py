@@ -12,10 +12,10 @@ import sys
 
 from conftest import CELL, PY, REPO, SUITES
 
-from ort_gpu_matrix.cells import cells_of
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.harness import _prior
-from ort_gpu_matrix.results import load
+from ort_gpu_matrix.drive.cell import _prior
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.store.results import load
 
 MUTANTS = SUITES / "mutants"
 CANARY = SUITES / "canary"
@@ -105,7 +105,7 @@ def hook(event, args):
         seen.append(["rename", str(args[0])])
 
 sys.addaudithook(hook)
-from ort_gpu_matrix import results
+from ort_gpu_matrix.store import results
 results.store(Path(sys.argv[3]), results.load(Path(sys.argv[1])), {})
 print(json.dumps(seen))
 """

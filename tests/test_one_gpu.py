@@ -195,7 +195,7 @@ def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
 
 
 def test_the_room_decision():
-    from ort_gpu_matrix.room import Room, decide, parse_wanted, workers_of
+    from ort_gpu_matrix.host.room import Room, decide, parse_wanted, workers_of
 
     free = (100000, 140000)
     assert decide(None, None, 2, 16, 8, free, [None, None]).slots == 2  # two -n 8 on 16 cores: the ceiling
@@ -262,7 +262,7 @@ def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path,
     first, reruns = ends[:2], {r["mode"]: r for r in ends[2:]}
     assert not overlaps(*first)  # the sweep's own runs: serial
     assert overlaps(reruns["normal"], reruns["require_cudnn"])  # the confirmation round: side by side
-    from ort_gpu_matrix.scheduler import last_duration, last_peak_mib
+    from ort_gpu_matrix.drive.scheduler import last_duration, last_peak_mib
 
     for mode in ("normal", "require_cudnn"):
         r = stored(tmp_path, mode)
@@ -369,7 +369,7 @@ def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_onc
 
 
 def test_matrix_cores_sets_the_cores_the_room_counts_and_a_bad_value_says_how_to_fix_it(monkeypatch):
-    from ort_gpu_matrix.room import RoomError, cores
+    from ort_gpu_matrix.host.room import RoomError, cores
     monkeypatch.setenv("MATRIX_CORES", "12")
     assert cores() == 12
     for bad in ("0", "many", "-3"):
@@ -385,7 +385,7 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
 
     from unitkit import result
 
-    from ort_gpu_matrix.handoff import Handoff, HandoffError, wait_ref
+    from ort_gpu_matrix.drive.handoff import Handoff, HandoffError, wait_ref
 
     handoff = Handoff()
     try:
@@ -408,7 +408,7 @@ def test_three_candidate_runs_never_give_less_room_than_two(cores_):
     """(With AUTO_MOST 3, found by rv24:) three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
     where two runs (-n 4 or 5 each) were chosen before: a sweep, or a cell with a scoped teeth, on 8-11 cores goes
     serial."""
-    from ort_gpu_matrix.room import decide
+    from ort_gpu_matrix.host.room import decide
     two = decide(None, None, 2, cores_, 8, (139000, 140000), [1000, 1000])
     three = decide(None, None, 3, cores_, 8, (139000, 140000), [1000, 1000, 1000])
     four = decide(None, None, 4, cores_, 8, (139000, 140000), [1000] * 4)
@@ -418,7 +418,7 @@ def test_three_candidate_runs_never_give_less_room_than_two(cores_):
 
 
 def test_matrix_cores_a_non_ascii_digit_is_a_clear_error_not_a_traceback(monkeypatch):
-    from ort_gpu_matrix.room import RoomError, cores
+    from ort_gpu_matrix.host.room import RoomError, cores
     monkeypatch.setenv("MATRIX_CORES", "\u00b2")  # str.isdigit() is True, int() raises ValueError
     with pytest.raises(RoomError):
         cores()
@@ -553,9 +553,9 @@ def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_pa
     run's clean-up removes it, and never one whose maker still runs."""
     import signal
 
-    from ort_gpu_matrix.orphans import clean_stale_workdirs
+    from ort_gpu_matrix.util.orphans import clean_stale_workdirs
 
-    code = ("import sys, time\nfrom ort_gpu_matrix.handoff import Handoff\n"
+    code = ("import sys, time\nfrom ort_gpu_matrix.drive.handoff import Handoff\n"
             "h = Handoff(); print(h.dir, flush=True); time.sleep(120)\n")
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     live = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from ort_gpu_matrix.orphans import clean_stale_workdirs, new_workdir, owner
+from ort_gpu_matrix.util.orphans import clean_stale_workdirs, new_workdir, owner
 
 
 def _start_time(pid):

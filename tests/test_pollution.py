@@ -12,11 +12,11 @@ import re
 import pytest
 from conftest import CELL, SUITES
 
-from ort_gpu_matrix import results
-from ort_gpu_matrix.baseline import Baseline
-from ort_gpu_matrix.compare import compare
-from ort_gpu_matrix.render import html, markdown, terminal
-from ort_gpu_matrix.report import build
+from ort_gpu_matrix.compare.changes import compare
+from ort_gpu_matrix.report.model import build
+from ort_gpu_matrix.report.render import html, markdown, terminal
+from ort_gpu_matrix.store import results
+from ort_gpu_matrix.store.baseline import Baseline
 
 ROOT = SUITES / "pollution"
 POLLUTER, VICTIM = "test_polluter.py::test_disables_flash", "test_victim.py::test_attention"
@@ -128,7 +128,7 @@ def test_a_result_from_before_isolation_still_loads(harness, tmp_path):
 def test_many_tests_of_one_file_that_leave_the_same_variable_share_one_report_line():
     """ORT's CUDA tests each set ORT_DISABLE_FLASH_ATTENTION: 125 polluters that differ only in their id read as
     one line per file; fewer than GROUP_AT stay one line each, and a different variable is its own group."""
-    from ort_gpu_matrix.pollution import GROUP_AT, Pollution, StateChange, lines
+    from ort_gpu_matrix.judge.pollution import GROUP_AT, Pollution, StateChange, lines
 
     def p(test, value, later, name="ORT_DISABLE_FLASH_ATTENTION", undone=True):
         return Pollution(test, "function", "gw0", [StateChange("env", name, None, value)], undone, later)

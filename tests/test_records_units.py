@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ort_gpu_matrix import expectfile as ef
-from ort_gpu_matrix.baseline import (
+from ort_gpu_matrix.config import expectfile as ef
+from ort_gpu_matrix.config.model import Observation, Rule
+from ort_gpu_matrix.store.baseline import (
     Baseline,
     BaselineError,
     ModeRecord,
@@ -18,8 +19,7 @@ from ort_gpu_matrix.baseline import (
     resolve_baseline,
     save_path,
 )
-from ort_gpu_matrix.baseline import TestLine as Line
-from ort_gpu_matrix.config.model import Observation, Rule
+from ort_gpu_matrix.store.baseline import TestLine as Line
 
 
 def test_string_escapes_every_character_toml_needs():

@@ -4,8 +4,8 @@ import json
 import pytest
 from conftest import CELL, PY, SUITES, Harness
 
-from ort_gpu_matrix.results import SCHEMA_VERSION, Result, ResultError, load
-from ort_gpu_matrix.verdicts import Status, TeethCoverage
+from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
+from ort_gpu_matrix.store.results import SCHEMA_VERSION, Result, ResultError, load
 
 
 @pytest.fixture(scope="module")

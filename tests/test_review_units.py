@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ort_gpu_matrix.config.model import FlakyRule, PassExpect, TierRule
-from ort_gpu_matrix.verdicts import TestResult as T
-from ort_gpu_matrix.verdicts import count, judge_counts
+from ort_gpu_matrix.judge.verdicts import TestResult as T
+from ort_gpu_matrix.judge.verdicts import count, judge_counts
 
 
 def test_a_known_flaky_case_within_its_set_is_judged_by_its_flaky_rule_not_by_its_functions_tier_rule():
@@ -47,7 +47,7 @@ def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged()
     """The probe's report is written inside the test process, so what the engine reads of it is checked: a
     pollution entry of the wrong shape, or an isolation mode that does not exist, makes it malformed (the run
     then fails on that, instead of a traceback, or a baseline that no later load accepts)."""
-    from ort_gpu_matrix.run import report_problem
+    from ort_gpu_matrix.execute.mode_run import report_problem
     from ort_matrix_probe.schema import REPORT_VERSION
 
     good = {"report_version": REPORT_VERSION, "exitstatus": 0, "duration_s": 1.0, "collected": {}, "tests": {},
@@ -108,7 +108,7 @@ def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwh
 
     from conftest import CELL
 
-    from ort_gpu_matrix import results as store
+    from ort_gpu_matrix.store import results as store
 
     session = f"{CELL}-normal"
     assert harness.run(["test_allpass.py"], session=session).proc.returncode == 0
@@ -131,7 +131,7 @@ def test_calibrate_grows_a_known_flaky_rule_only_from_runs_where_its_test_was_fl
     did flake, between its old set and EFFICIENT, grow the rule by EFFICIENT."""
     from dataclasses import dataclass
 
-    from ort_gpu_matrix.calibrate_flaky import flaky, rules
+    from ort_gpu_matrix.calibrate.flaky import flaky, rules
     from ort_gpu_matrix.config.model import Observation
 
     @dataclass

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from unitkit import result
 
-from ort_gpu_matrix import expected as ex
-from ort_gpu_matrix import flakes, tierrules
-from ort_gpu_matrix.compare import Change, Comparison, LibsDiff
+from ort_gpu_matrix.compare.changes import Change, Comparison, LibsDiff
+from ort_gpu_matrix.compare.unreproduced import Unconfirmed, filter_comparison, filter_libs, listed, records
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import FlakyRule, PassExpect, Rule, TeethExpect, TierRule
-from ort_gpu_matrix.confirmed import Confirmation, Rerun
-from ort_gpu_matrix.confirmed import TestRuns as Runs
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
-from ort_gpu_matrix.unconfirmed import Unconfirmed, filter_comparison, filter_libs, listed, records
-from ort_gpu_matrix.verdicts import Counts, Status, TeethCoverage
-from ort_gpu_matrix.verdicts import TestResult as T
+from ort_gpu_matrix.judge import expected as ex
+from ort_gpu_matrix.judge import flaky as flakes
+from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge.verdicts import Counts, Status, TeethCoverage
+from ort_gpu_matrix.judge.verdicts import TestResult as T
+from ort_gpu_matrix.report import states as st
+from ort_gpu_matrix.store.confirmation import Confirmation, Rerun
+from ort_gpu_matrix.store.confirmation import TestRuns as Runs
 
 CUDNN, MATH, EFF, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "EFFICIENT_ATTENTION", "FLASH_ATTENTION"
 
@@ -156,30 +158,30 @@ OUTCOMES = {"t::p": "passed", "t::xf": "xfailed", "t::xp": "xpassed", "t::f": "f
 def test_state_and_tally_say_what_a_report_shows_for_each_test():
     cov = TeethCoverage(checked=True, undeclared_toothless=["t::ut"])
     r = result("normal", OUTCOMES, expected={"t::kf": ex.KNOWN_FAILURE, "t::xp": ex.ALLOWED_SKIP}, teeth_coverage=cov)
-    got = {t: ex.state(r, t) for t in [*OUTCOMES, "t::absent"]}
-    assert got == {"t::p": (ex.OK, None), "t::xf": (ex.OK, None), "t::xp": (ex.EXPECTED, ex.ALLOWED_SKIP),
-                   "t::f": (ex.UNEXPECTED, None), "t::e": (ex.UNEXPECTED, None), "t::s": (ex.UNEXPECTED, None),
-                   "t::kf": (ex.EXPECTED, ex.KNOWN_FAILURE), "t::ut": (ex.UNEXPECTED, None),
-                   "t::absent": (ex.NEUTRAL, None)}
-    assert ex.tally(r) == ({ex.KNOWN_FAILURE: 1, ex.ALLOWED_SKIP: 1}, 4)
-    assert ex.tally_text(r) == "unexpected 4; expected 1 known failure, 1 allowed skip"
+    got = {t: st.state(r, t) for t in [*OUTCOMES, "t::absent"]}
+    assert got == {"t::p": (st.OK, None), "t::xf": (st.OK, None), "t::xp": (st.EXPECTED, ex.ALLOWED_SKIP),
+                   "t::f": (st.UNEXPECTED, None), "t::e": (st.UNEXPECTED, None), "t::s": (st.UNEXPECTED, None),
+                   "t::kf": (st.EXPECTED, ex.KNOWN_FAILURE), "t::ut": (st.UNEXPECTED, None),
+                   "t::absent": (st.NEUTRAL, None)}
+    assert st.tally(r) == ({ex.KNOWN_FAILURE: 1, ex.ALLOWED_SKIP: 1}, 4)
+    assert st.tally_text(r) == "unexpected 4; expected 1 known failure, 1 allowed skip"
     teeth = result("teeth", {"t::s": "skipped", "t::b": "failed"}, expected={"t::b": ex.BITTEN})
-    assert ex.state(teeth, "t::s") == (ex.NEUTRAL, None) and ex.tally_text(teeth) == "expected 1 bitten"
+    assert st.state(teeth, "t::s") == (st.NEUTRAL, None) and st.tally_text(teeth) == "expected 1 bitten"
     old = result("normal", OUTCOMES)  # stored before `expected` was kept
-    assert {t: ex.state(old, t)[0] for t in OUTCOMES} == {
-        "t::p": ex.OK, "t::xf": ex.OK, "t::xp": ex.NEUTRAL, "t::f": ex.UNKNOWN, "t::e": ex.UNKNOWN,
-        "t::s": ex.UNKNOWN, "t::kf": ex.UNKNOWN, "t::ut": ex.OK}
-    assert ex.tally(old) == ({}, 0) and ex.tally_text(old) == ""
+    assert {t: st.state(old, t)[0] for t in OUTCOMES} == {
+        "t::p": st.OK, "t::xf": st.OK, "t::xp": st.NEUTRAL, "t::f": st.UNKNOWN, "t::e": st.UNKNOWN,
+        "t::s": st.UNKNOWN, "t::kf": st.UNKNOWN, "t::ut": st.OK}
+    assert st.tally(old) == ({}, 0) and st.tally_text(old) == ""
     clean = result("normal", {"t::p": "passed"}, expected={})
-    assert ex.tally(clean) == ({}, 0) and ex.tally_text(clean) == ""
+    assert st.tally(clean) == ({}, 0) and st.tally_text(clean) == ""
     only = result("normal", {"t::f": "failed"}, expected={})
-    assert ex.tally_text(only) == "unexpected 1"
+    assert st.tally_text(only) == "unexpected 1"
 
 
 def test_tally_text_lists_kinds_in_the_order_of_kinds():
     kinds = {f"t::{i}": k for i, k in enumerate(reversed(ex.KINDS))}
     r = result("normal", {t: "failed" for t in kinds}, expected=kinds)
-    assert ex.tally_text(r) == "expected " + ", ".join(f"1 {k}" for k in ex.KINDS)
+    assert st.tally_text(r) == "expected " + ", ".join(f"1 {k}" for k in ex.KINDS)
 
 
 # confirmed.py and unconfirmed.py
@@ -262,8 +264,8 @@ def test_a_skip_a_flaky_rule_lists_is_known_flaky_and_one_it_does_not_list_is_un
 def test_tally_counts_each_kind_as_often_as_it_was_expected():
     r = result("normal", {"a": "failed", "b": "failed", "c": "skipped"},
                expected={"a": ex.KNOWN_FAILURE, "b": ex.KNOWN_FAILURE, "c": ex.ALLOWED_SKIP})
-    assert ex.tally(r) == ({ex.KNOWN_FAILURE: 2, ex.ALLOWED_SKIP: 1}, 0)
-    assert ex.tally_text(r) == "expected 2 known failure, 1 allowed skip"
+    assert st.tally(r) == ({ex.KNOWN_FAILURE: 2, ex.ALLOWED_SKIP: 1}, 0)
+    assert st.tally_text(r) == "expected 2 known failure, 1 allowed skip"
 
 
 def test_an_unconfirmed_line_names_every_check():
@@ -275,8 +277,8 @@ def test_an_unconfirmed_record_sets_aside_only_changes_judged_against_the_same_b
     """`against` is the baseline line the reruns were judged against: a comparison with a baseline whose line for
     the test is the same (or absent from both) drops the change; another line, or no baseline given, keeps it.
     A record without `against` (older) drops as before."""
-    from ort_gpu_matrix.baseline import Baseline, ModeRecord
-    from ort_gpu_matrix.baseline import TestLine as Line
+    from ort_gpu_matrix.store.baseline import Baseline, ModeRecord
+    from ort_gpu_matrix.store.baseline import TestLine as Line
 
     same = Runs("t::a", ["tier"], ["passed MATH", "passed FLASH_ATTENTION"], ["tier"], "passed FLASH_ATTENTION")
     new = Runs("t::n", ["tier"], ["passed MATH", "passed"], ["tier"], "absent")
@@ -310,8 +312,8 @@ def test_a_pass_that_broke_a_tier_rule_is_unexpected_and_only_that_pass():
     outcomes = {"t::b": "passed", "t::bx": "xpassed", "t::ok": "passed", "t::f": "failed"}
     for expected in ({"t::f": ex.KNOWN_FAILURE}, None):
         r = result("normal", outcomes, expected=expected, tier_breaks=breaks)
-        got = {t: ex.state(r, t) for t in outcomes}
-        assert got["t::b"] == got["t::bx"] == (ex.UNEXPECTED, None)
-        assert got["t::ok"] == (ex.OK, None)
-    assert ex.tally_text(result("normal", outcomes, expected={"t::f": ex.KNOWN_FAILURE}, tier_breaks=breaks)) == \
+        got = {t: st.state(r, t) for t in outcomes}
+        assert got["t::b"] == got["t::bx"] == (st.UNEXPECTED, None)
+        assert got["t::ok"] == (st.OK, None)
+    assert st.tally_text(result("normal", outcomes, expected={"t::f": ex.KNOWN_FAILURE}, tier_breaks=breaks)) == \
         "unexpected 2; expected 1 known failure"

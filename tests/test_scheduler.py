@@ -357,7 +357,7 @@ def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_li
 
 
 def test_a_child_log_tail_is_shown_escaped(tmp_path):
-    from ort_gpu_matrix.scheduler import last_lines
+    from ort_gpu_matrix.drive.scheduler import last_lines
 
     log = tmp_path / "child.log"
     log.write_bytes(b"one\n\ntwo\x1b]0;pwned\x07\nthree\r\x1b[2Afour\nfive\nsix\n")
@@ -384,9 +384,9 @@ SHAPE = {"a": {"normal": 10, "require_cudnn": 10, "teeth": 11}, "b": {"normal": 
 
 
 def _jobs(shape, tmp_path):
-    from ort_gpu_matrix.cells import Cell
     from ort_gpu_matrix.config.model import Libs, Ort, Suite, Torch
-    from ort_gpu_matrix.scheduler import jobs_of
+    from ort_gpu_matrix.drive.scheduler import jobs_of
+    from ort_gpu_matrix.plan.cells import Cell
 
     cells = [(Cell(f"g-{c}", PY, Ort(id="o"), Torch(id="t"), Libs(id=c), Suite(id="s"), tuple(modes), "k"), tuple(modes))
              for c, modes in shape.items()]
@@ -397,7 +397,7 @@ def _jobs(shape, tmp_path):
 
 
 def test_the_plan_beats_cell_scheduling_on_the_h200_shape(tmp_path):
-    from ort_gpu_matrix.scheduler import plan, simulate
+    from ort_gpu_matrix.drive.scheduler import plan, simulate
 
     jobs = _jobs(SHAPE, tmp_path)
     total = sum(j.predicted_s for j in jobs)
@@ -412,7 +412,7 @@ def test_the_plan_beats_cell_scheduling_on_the_h200_shape(tmp_path):
 
 
 def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
-    from ort_gpu_matrix.scheduler import plan
+    from ort_gpu_matrix.drive.scheduler import plan
 
     jobs = _jobs({"a": {"normal": 3}, "b": {"normal": 5}, "c": {"normal": 1}}, tmp_path)
     jobs[2].predicted_s = None  # no data: as long as the longest
@@ -427,7 +427,7 @@ def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
 
 
 def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
-    from ort_gpu_matrix.scheduler import _pick
+    from ort_gpu_matrix.drive.scheduler import _pick
 
     rc, teeth = _jobs({"a": {"require_cudnn": 1, "teeth": 1}}, tmp_path)
     assert _pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
@@ -436,7 +436,7 @@ def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
 
 
 def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
-    from ort_gpu_matrix.scheduler import last_duration
+    from ort_gpu_matrix.drive.scheduler import last_duration
 
     runs = tmp_path / "runs" / "s-teeth"
     for run_id, data in [("20261130T100000Z-aaaaaaaa", {"duration_s": 7.5, "command": ["pytest"], "stopped": None}),
@@ -453,7 +453,7 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
     """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
     holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
     the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
-    from ort_gpu_matrix.scheduler import _pick, plan, simulate
+    from ort_gpu_matrix.drive.scheduler import _pick, plan, simulate
 
     normal, rc, teeth = _jobs({"a": {"normal": 10, "require_cudnn": 10, "teeth": 8}}, tmp_path)
     other, = _jobs({"b": {"normal": 10}}, tmp_path)
@@ -475,7 +475,7 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
 def test_a_runs_cost_leaves_out_its_wait_for_a_census_and_its_tail_is_from_its_first_test(tmp_path):
     """An early teeth counts its duration from its census (run.py): the plan's cost of it is its processes' span
     less the wait (the shortest worker wait), and its tail the controller's first test to its end."""
-    from ort_gpu_matrix.scheduler import _last_whole, last_duration
+    from ort_gpu_matrix.drive.scheduler import _last_whole, last_duration
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
     bundle.mkdir(parents=True)
@@ -496,7 +496,7 @@ def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_not
     """The costs the H200's 4-slot sweep planned with (docs/evidence/one-gpu-cells-h200.md): blind to runs slowing
     each other, the search put a normal ahead of a require_cudnn, so that require_cudnn's teeth could not start
     early. With a teeth that may start early, both require_cudnn runs are first, and both teeth start with them."""
-    from ort_gpu_matrix.scheduler import plan
+    from ort_gpu_matrix.drive.scheduler import plan
 
     shape = {"s": {"normal": 40.6, "require_cudnn": 39.6, "teeth": 13.5},
              "t": {"normal": 40.2, "require_cudnn": 40.2, "teeth": 13.2}}
@@ -515,7 +515,7 @@ def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
     waiting teeth would hold the slot a normal runs in (rv25)."""
     import dataclasses
 
-    import ort_gpu_matrix.earlyteeth as et
+    import ort_gpu_matrix.drive.earlyteeth as et
 
     monkeypatch.setattr(et, "basis", lambda results_dir, session: ["t.py::test"])  # each teeth has a last run
 
@@ -538,7 +538,7 @@ def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
 
 def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path):
     """rv25: without -n the pytest process itself collects and waits, and marks it on the controller."""
-    from ort_gpu_matrix.scheduler import _last_whole
+    from ort_gpu_matrix.drive.scheduler import _last_whole
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
     bundle.mkdir(parents=True)
@@ -553,9 +553,9 @@ def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
     """rv25: the reason may quote a run id read from a stored file; it reaches the terminal escaped."""
     from unitkit import result
 
-    from ort_gpu_matrix import earlyteeth
-    from ort_gpu_matrix.handoff import Handoff
-    from ort_gpu_matrix.results import current_path
+    from ort_gpu_matrix.drive import earlyteeth
+    from ort_gpu_matrix.drive.handoff import Handoff
+    from ort_gpu_matrix.store.results import current_path
 
     _normal, rc, teeth = _jobs({"x": {"normal": 1.0, "require_cudnn": 1.0, "teeth": 1.0}}, tmp_path)
     stale = result("require_cudnn", name="g-x", run_id="\x1b[2J\x1b[31mOK", started="2026-01-01T00:00:00+00:00")

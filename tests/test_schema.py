@@ -9,7 +9,7 @@ from conftest import REPO
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.schema import schema
-from ort_gpu_matrix.errors import MatrixError
+from ort_gpu_matrix.util.errors import MatrixError
 
 
 @pytest.fixture(scope="module")

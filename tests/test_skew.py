@@ -11,9 +11,9 @@ from pathlib import Path
 
 from conftest import CELL
 
-from ort_gpu_matrix import ortsource
-from ort_gpu_matrix.render.summary import skew_text
-from ort_gpu_matrix.results import Result
+from ort_gpu_matrix.host import ortsource
+from ort_gpu_matrix.report.render.summary import skew_text
+from ort_gpu_matrix.store.results import Result
 
 TESTS = "onnxruntime/test/python/transformers"
 TEST_FILE = '''import onnxruntime

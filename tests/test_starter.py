@@ -4,11 +4,11 @@ import dataclasses
 import pytest
 from conftest import FAKE_CUDART, FAKE_CUDNN, PY, REPO, build_so
 
-from ort_gpu_matrix.cells import cells_of
+from ort_gpu_matrix.app.starter import InitError, Survey, render, system_sets, write
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.driver import Driver
-from ort_gpu_matrix.packaged import suites_dir
-from ort_gpu_matrix.starter import InitError, Survey, render, system_sets, write
+from ort_gpu_matrix.host.driver import Driver
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.util.packaged import suites_dir
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from conftest import FAKE_CUDNN, REPO, build_so
 
-from ort_gpu_matrix.baseline import Baseline
-from ort_gpu_matrix.cells import cells_of
-from ort_gpu_matrix.compare import Scope, compare
+from ort_gpu_matrix.compare.changes import Scope, compare
+from ort_gpu_matrix.compare.grouping import group, shorten
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.grouping import group, shorten
-from ort_gpu_matrix.sweep import select
+from ort_gpu_matrix.plan.cells import cells_of
+from ort_gpu_matrix.plan.select import select
+from ort_gpu_matrix.store.baseline import Baseline
 
 CELL = "gpu-3.12-cu130"
 LIB = {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": ["/usr/lib/libcudnn.so.9 (91400)"],
@@ -179,7 +179,7 @@ def test_test_names_are_shortened_at_a_separator_never_inside_a_name():
 def test_a_selector_that_matches_nothing_names_every_cell_and_cells_selects_all():
     import pytest
 
-    from ort_gpu_matrix.sweep import SelectionError
+    from ort_gpu_matrix.plan.select import SelectionError
     cells = cells_of(load_matrix(REPO / "matrix.toml"))
     with pytest.raises(SelectionError) as err:
         select(cells, ["teeth", "no-such-cell"])

@@ -13,11 +13,11 @@ import tomllib
 from conftest import CELL, SUITES
 from test_calibrate import Calibration
 
+from ort_gpu_matrix.calibrate.tiers import Run, tier_rules
 from ort_gpu_matrix.config.model import Observation, TierRule
-from ort_gpu_matrix.render.escape import md as esc_md
-from ort_gpu_matrix.tiercalibrate import Run, tier_rules
-from ort_gpu_matrix.tierrules import function_of
-from ort_gpu_matrix.verdicts import TestResult as Outcome
+from ort_gpu_matrix.judge.tiers import function_of
+from ort_gpu_matrix.judge.verdicts import TestResult as Outcome
+from ort_gpu_matrix.util.escape import md as esc_md
 
 ROOT = SUITES / "tiers"
 NODE = "test_tiers.py::"

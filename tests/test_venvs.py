@@ -126,7 +126,7 @@ def test_a_rebuild_names_the_fingerprint_fields_that_changed(harness, tmp_path):
 
 
 def test_changed_fields_are_dotted_for_nested_keys():
-    from ort_gpu_matrix.venvs import changed_fields
+    from ort_gpu_matrix.envs.venvs import changed_fields
 
     old = {"ort": "a", "torch": {"index_url": "x", "skip": True}, "with": []}
     new = {"ort": "a", "torch": {"index_url": "y", "skip": True}, "with": [], "tools": ["pytest"]}
@@ -137,7 +137,7 @@ def test_changed_fields_are_dotted_for_nested_keys():
 def test_uv_is_found_through_its_package_when_not_on_path(monkeypatch, tmp_path):
     import uv
 
-    from ort_gpu_matrix.venvs import find_uv
+    from ort_gpu_matrix.envs.venvs import find_uv
 
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty dir: no uv on PATH
     assert find_uv() == str(uv.find_uv_bin())

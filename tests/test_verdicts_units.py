@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from ort_gpu_matrix import tierrules
+from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.kernels import TEETH_MESSAGE
-from ort_gpu_matrix.verdicts import (
+from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge.verdicts import (
     GONE,
     NOTHING_TO_COVER,
     Counts,
@@ -25,8 +25,8 @@ from ort_gpu_matrix.verdicts import (
     judge_teeth,
     library_audit,
 )
-from ort_gpu_matrix.verdicts import TestResult as T
-from ort_gpu_matrix.verdicts import (
+from ort_gpu_matrix.judge.verdicts import TestResult as T
+from ort_gpu_matrix.judge.verdicts import (
     tests_of as read_tests,
 )
 
@@ -311,8 +311,8 @@ def test_teeth_warns_of_a_tier_the_forcing_missed_and_keeps_every_stale_rule():
 
 
 def test_the_version_skew_warning_reads_the_wheel_the_tests_imported():
-    from ort_gpu_matrix.ortsource import SourceTree
-    from ort_gpu_matrix.verdicts import skew_warning
+    from ort_gpu_matrix.host.ortsource import SourceTree
+    from ort_gpu_matrix.judge.verdicts import skew_warning
     src = SourceTree("/ort", "1.33.0", "abc1234")
     ort = {"distribution": "onnxruntime", "version": "1.31.1"}
     want = "version skew: tests from 1.33.0 (abc1234) against wheel {} (major.minor differ)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ort_gpu_matrix.results import CellInfo, Provenance, Result, VenvInfo
-from ort_gpu_matrix.verdicts import Counts, Dispatch, Libraries, Status
+from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Libraries, Status
+from ort_gpu_matrix.store.results import CellInfo, Provenance, Result, VenvInfo
 
 
 def cell(name: str = "c1", libs: str = "none", suite: str = "canary") -> CellInfo:

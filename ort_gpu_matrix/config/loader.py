@@ -16,11 +16,7 @@ from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ..errors import MatrixError, Problem
-from ..modes import MODES, SPECS
-from ..overrides import Overrides, Workspace
-from ..testenv import RESERVED_FIX, reserved
-from ..tiernames import tier_name_problem
+from ..util.errors import MatrixError, Problem
 from .duplicates import duplicate
 from .model import (
     BACKENDS,
@@ -41,8 +37,12 @@ from .model import (
     Torch,
     keys_of,
 )
+from .modes import MODES, SPECS
+from .overrides import Overrides, Workspace
 from .pairings import expand
 from .reader import TOP, Reader, shown
+from .reserved import RESERVED_FIX, reserved
+from .tiernames import tier_name_problem
 
 T = TypeVar("T")
 

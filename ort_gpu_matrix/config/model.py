@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..kernels import TEETH_MESSAGE
-from ..overrides import Workspace
+from .kernels import TEETH_MESSAGE
+from .overrides import Workspace
 
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")

@@ -9,8 +9,8 @@ import itertools
 import sys
 from typing import Any
 
-from ..modes import MODES
 from .model import THIS_PYTHON, ExcludeEntry, IncludeEntry, Pairing, Settings
+from .modes import MODES
 from .reader import Reader
 
 AXES = ("python", "ort", "torch", "libs")

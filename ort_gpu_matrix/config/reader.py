@@ -12,7 +12,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..errors import Problem
+from ..util.errors import Problem
 from .model import ID_PATTERN, PYTHON_PATTERN, keys_of
 from .model import THIS_PYTHON as THIS
 

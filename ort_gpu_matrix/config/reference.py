@@ -11,7 +11,6 @@ import types
 import typing
 from typing import Any
 
-from ..modes import SPECS
 from .model import (
     CudaRunsRule,
     ExcludeEntry,
@@ -28,6 +27,7 @@ from .model import (
     Torch,
     keys_of,
 )
+from .modes import SPECS
 
 OUT = "docs/reference/matrix-toml.md"
 

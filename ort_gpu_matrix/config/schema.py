@@ -14,7 +14,6 @@ import types
 import typing
 from typing import Any
 
-from ..modes import MODES, SPECS
 from .model import (
     ID_PATTERN,
     CudaRunsRule,
@@ -32,6 +31,7 @@ from .model import (
     Torch,
     keys_of,
 )
+from .modes import MODES, SPECS
 
 SCHEMA_ID = "https://github.com/ort-gpu-matrix/ort-gpu-matrix/matrix.schema.json"
 _MODE_KEYS = {"modes"}  # keys whose items are mode names

@@ -19,10 +19,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from ort_gpu_matrix import tierrules  # noqa: E402
-from ort_gpu_matrix.cells import cells_of  # noqa: E402
 from ort_gpu_matrix.config.loader import load_matrix  # noqa: E402
-from ort_gpu_matrix.verdicts import tests_of  # noqa: E402
+from ort_gpu_matrix.judge import tiers as tierrules  # noqa: E402
+from ort_gpu_matrix.judge.verdicts import tests_of  # noqa: E402
+from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,598 @@
+"""Calibrate: today's outcome of a suite's cells, written as the expectations that accept it, for review.
+
+A real test tree is red on its first run for reasons that are no regression: tests that dispatch
+cuDNN but check values only (toothless), tests that fail against this wheel, skips. Writing one
+rule per test by hand does not scale, so calibrate runs the cells (or reads their results) and
+writes an expect file that a person reviews and commits. From then on the suite's cells pass as
+long as nothing changes, and every change shows: a new failure fails the verdict, and a rule
+that no longer matches anything is stale (verdicts.py) and is dropped at the next calibration.
+
+What it never accepts: a failure whose first line is, or holds, the canary's message. In normal
+and require_cudnn that is a test that asked for cuDNN and got another tier, the very change the
+matrix exists to catch; in teeth, a failure that holds the message but is not exactly it is a
+canary that half-bit. Each is refused by name on stdout.
+
+Merging: one expect file serves every cell of its suite, so its rules are the union over the
+calibrated cells, each rule naming the cells it was seen in (`observed`). A union is the only
+merge that lets every cell pass; `observed` keeps it precise, because a calibrated rule counts
+as stale only in the cells it was seen in. Re-calibrating keeps each rule of the old file that
+still matches (its reason too, which a person may have edited), adds rules for what nothing
+matches, and drops the rules that matched nothing, unless a cell they were seen in (or, for
+rules without observations, any cell of the suite) was not calibrated this time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import expectfile
+from ..config.expectfile import Count, ModeTable, Skip, literal_regex, short
+from ..config.kernels import CUDNN, MATH, TEETH_MESSAGE
+from ..config.loader import read_toml, suite_expect
+from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
+from ..config.modes import MODES
+from ..drive import scheduler
+from ..drive.cell import run_cell
+from ..envs.venvs import BuildError
+from ..host.host import Resolved, check
+from ..judge.pollution import lines as pollution_lines
+from ..judge.verdicts import Dispatch, TestResult, expectation_reasons, first_line, outcome_judge, tests_of
+from ..plan.cells import Cell, cells_of
+from ..plan.select import select
+from ..report import progress
+from ..report.model import InputError, gather
+from ..report.render.live import Display
+from ..store.results import Result, StoreError
+from ..util.errors import MatrixError
+from ..util.escape import term
+from . import flaky as calibrate_flaky
+from .eps import Run as EpRun
+from .eps import cuda_rules, fallbacks_seen
+from .tiers import Run, tier_rules
+
+FAILING = ("failed", "error")
+CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
+              "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
+RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
+Say = Callable[[str], None]
+
+
+class CalibrateError(Exception):
+    """Calibrate cannot go on; the message says what to do. Nothing was written."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One mode run of one cell as calibrate reads it: the result and every test the probe recorded."""
+
+    cell: Cell
+    result: Result
+    tests: list[TestResult]
+    round: int = 0  # which of calibrate's --runs this run was (0-based)
+
+    @property
+    def mode(self) -> str:
+        return self.result.mode
+
+    @property
+    def observation(self) -> Observation:
+        ort = self.result.provenance.ort
+        return Observation(self.cell.name, str(ort.get("version") or "unknown") if ort else "unknown",
+                           self.result.started[:10])
+
+
+@dataclass(frozen=True)
+class Item:
+    """Something today's outcome needs accepted: a failing or toothless test (by node id), or a skip reason."""
+
+    text: str
+    reason: str
+    seen: Seen
+
+
+@dataclass
+class Outcome:
+    written: dict[str, Path] = field(default_factory=dict)  # suite id -> the file written
+    lines: list[str] = field(default_factory=list)  # what calibrate says on stdout, in order
+
+
+def _search(pattern: str, text: str) -> bool:
+    return re.search(pattern, text) is not None
+
+
+def _canaries(suite: Suite) -> tuple[str, ...]:
+    teeth = suite.expect.get("teeth")
+    own = teeth.message if isinstance(teeth, TeethExpect) else TEETH_MESSAGE
+    return tuple(dict.fromkeys((own, TEETH_MESSAGE)))
+
+
+def _bitten(seen: Seen) -> set[str]:
+    expect = seen.cell.suite.expect["teeth"]
+    message = expect.message if isinstance(expect, TeethExpect) else TEETH_MESSAGE
+    return {t.nodeid for t in seen.tests if t.outcome == "failed" and first_line(t.message) == message}
+
+
+def _prior(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
+    """require_cudnn's census, for teeth's coverage: the same cell's run, from the same venv."""
+    rc = next((s for s in runs if s.cell.name == teeth.cell.name and s.mode == "require_cudnn"
+               and s.round == teeth.round), None)
+    if rc is None or rc.result.venv.fingerprint != teeth.result.venv.fingerprint:
+        return None
+    return rc.result.dispatch
+
+
+def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
+    """Every failing test of a run, with its first failure line; the canary's own failures refused by name."""
+    bitten = _bitten(seen) if seen.mode == "teeth" else set()
+    items = []
+    for t in seen.tests:
+        if t.outcome not in FAILING or t.nodeid in bitten:
+            continue
+        line = first_line(t.message)
+        if any(c in line for c in canaries):
+            why = ("with MATH forced, holding but not exactly the canary's message" if seen.mode == "teeth" else
+                   "a test that asked for cuDNN and got another tier")
+            say(f"refused: {seen.result.session} {t.nodeid} {t.outcome} with the canary's message ({line!r}: {why});"
+                " a known failure would hide the dispatch change the canary exists to catch")
+            continue
+        items.append(Item(t.nodeid, short(line) or f"{t.outcome}, with no message", seen))
+    return items
+
+
+def toothless(teeth: Seen, runs: Sequence[Seen], say: Say) -> list[Item]:
+    """Every test that dispatched cuDNN in require_cudnn and was not bitten, with that census as its reason."""
+    cov = teeth.result.teeth_coverage
+    prior = _prior(teeth, runs)
+    if cov is not None and cov.checked:
+        names = [*cov.declared_toothless, *cov.undeclared_toothless]
+    elif prior is not None:
+        names = [n for n in prior.cudnn_tests() if n not in _bitten(teeth)]
+    else:
+        say(f"not calibrated: known_toothless from {teeth.result.session}: no require_cudnn run of {teeth.cell.name} "
+            "from the same venv to check its coverage against (calibrate the cell in all its modes)")
+        return []
+    outcomes = {t.nodeid: t for t in teeth.tests}
+    items = []
+    for name in sorted(names):
+        times = prior.tests.get(name, []).count(CUDNN) if prior is not None else 0
+        dispatched = f"dispatched {CUDNN}" + (f" x{times}" if times else "") + " in require_cudnn"
+        t = outcomes.get(name)
+        if t is None:
+            did = f"did not run with {MATH} forced"
+        elif t.outcome in FAILING:
+            did = f"{t.outcome} with {MATH} forced, but not with the canary's message: {first_line(t.message)}"
+        elif t.outcome == "skipped":
+            did = f"skipped with {MATH} forced: {first_line(t.message)}"
+        else:
+            did = f"{t.outcome} with {MATH} forced"
+        items.append(Item(name, f"{dispatched}; {did}", teeth))
+    return items
+
+
+def _observed(items: Sequence[Item]) -> tuple[Observation, ...]:
+    return tuple(sorted({i.seen.observation for i in items}, key=lambda o: (o.cell, o.ort, o.date)))
+
+
+def _reason(items: Sequence[Item]) -> str:
+    reasons = list(dict.fromkeys(i.reason for i in items))
+    per_cell = dict.fromkeys(f"{i.seen.cell.name}: {i.reason}" for i in items)
+    return short(reasons[0] if len(reasons) == 1 else "; ".join(per_cell))
+
+
+def _skip_note(items: Sequence[Item]) -> str:
+    per_run: dict[tuple[str, int], int] = {}
+    for i in items:
+        key = (i.seen.cell.name, i.seen.round)
+        per_run[key] = per_run.get(key, 0) + 1
+    per: dict[str, int] = {}
+    for (cell, _), n in per_run.items():  # a cell calibrated --runs N times: the most of any one run
+        per[cell] = max(n, per.get(cell, 0))
+    return ", ".join(f"{cell}: {n} test(s)" for cell, n in sorted(per.items()))
+
+
+def _uncovered(patterns: Sequence[str], items: Sequence[Item]) -> dict[str, list[Item]]:
+    """Items no pattern matches, grouped by their text, in order."""
+    out: dict[str, list[Item]] = {}
+    for i in items:
+        if not any(_search(p, i.text) for p in patterns):
+            out.setdefault(i.text, []).append(i)
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class SuiteCalibration:
+    """One suite: its calibrated runs, the keys its matrix tables set, and what its old expect file said."""
+
+    suite: Suite
+    runs: list[Seen]
+    inline: dict[str, set[str]]  # mode -> keys [suite.<id>.expect.<mode>] sets itself: never written
+    old_keys: dict[str, set[str]]  # mode -> keys the suite's expect file set
+    all_cells: dict[str, set[str]]  # mode -> every cell of the suite that runs it
+    keep_stale: bool
+    say: Say
+
+    def _cells(self, mode: str) -> set[str]:
+        return {s.cell.name for s in self.runs if s.mode == mode}
+
+    def _complete(self, mode: str) -> bool:
+        return self.all_cells.get(mode, set()) <= self._cells(mode)
+
+    def _old(self, mode: str, key: str) -> Any:
+        """The old expect file's value of a key, or None when it did not set it."""
+        return getattr(self.suite.expect[mode], key) if key in self.old_keys.get(mode, set()) else None
+
+    def _stale(self, mode: str, key: str, what: str, observed: tuple[Observation, ...]) -> bool:
+        """Whether a rule that matched nothing today goes (said on stdout either way)."""
+        cells = ", ".join(sorted(self._cells(mode)))
+        if self.keep_stale or (not observed and not self._complete(mode)):
+            why = "--keep-stale" if self.keep_stale else "some cells of the suite were not calibrated"
+            self.say(f"kept stale rule: {mode} {key} {what}: it matched nothing in {cells} ({why})")
+            return False
+        self.say(f"dropped stale rule: {mode} {key} {what}: it matched nothing in {cells}")
+        return True
+
+    def rules(self, mode: str, key: str, items: list[Item]) -> list[Rule]:
+        """The old file's rules that still match, observed afresh; new rules for the rest; the stale ones dropped."""
+        calibrated = self._cells(mode)
+        out: list[Rule] = []
+        for rule in self._old(mode, key) or ():
+            hits = [i for i in items if _search(rule.test, i.text)]
+            elsewhere = tuple(o for o in rule.observed if o.cell not in calibrated)
+            if not hits and not elsewhere and self._stale(mode, key, f"{rule.test!r} ({rule.reason})", rule.observed):
+                continue
+            out.append(dataclasses.replace(rule, observed=tuple(sorted(
+                elsewhere + _observed(hits), key=lambda o: (o.cell, o.ort, o.date))) if hits or elsewhere
+                else rule.observed))
+        kept = [r.test for r in out]
+        out += [Rule(literal_regex(text), _reason(found), _observed(found))
+                for text, found in _uncovered(kept, items).items()]
+        return out
+
+    def skips(self, mode: str) -> list[Skip]:
+        items = [Item(t.message, "", s) for s in self.runs if s.mode == mode for t in s.tests if t.outcome == "skipped"]
+        out: list[Skip] = []
+        for pattern in self._old(mode, "allowed_skips") or ():
+            hits = [i for i in items if _search(pattern, i.text)]
+            if hits or not self._stale(mode, "allowed_skips", repr(pattern), ()):
+                out.append(Skip(pattern, _skip_note(hits) if hits else "matched nothing in the cells calibrated"))
+        out += [Skip(literal_regex(text), _skip_note(found))
+                for text, found in _uncovered([s.pattern for s in out], items).items()]
+        return out
+
+    def minimum(self, mode: str, key: str, values: dict[str, int]) -> Count | None:
+        """The lowest count seen; the old file's, when lower, while some cell of the suite went uncalibrated."""
+        if not values:
+            return None
+        value = min(values.values())
+        old = self._old(mode, key)
+        if old is not None and not self._complete(mode):
+            value = min(value, old)
+        return Count(key, value, "seen: " + ", ".join(f"{cell} {n}" for cell, n in sorted(values.items())))
+
+    def _inline(self, mode: str, key: str, items: Sequence[Item] = ()) -> bool:
+        """True when the matrix file sets `key` itself: then calibrate leaves it alone, and says what it misses."""
+        if key not in self.inline.get(mode, set()):
+            return False
+        rules = getattr(self.suite.expect[mode], key, ())
+        patterns = [r.test for r in rules] if key.startswith("known_") else list(rules) if key == "allowed_skips" else []
+        left = list(_uncovered(patterns, items)) if patterns or items else []
+        tail = f"; today it does not accept: {'; '.join(left)}" if left else ""
+        self.say(f"not written: {mode} {key}: [suite.{self.suite.id}.expect.{mode}] in the matrix file sets it "
+                 f"(a key is set in one file only){tail}")
+        return True
+
+    def table(self, mode: str) -> ModeTable:
+        seen_flaky = calibrate_flaky.flaky([s for s in self.runs if s.mode == mode], lambda s: s.cell.name)
+        runs = [dataclasses.replace(s, tests=[x for x in s.tests if x.nodeid not in seen_flaky])
+                for s in self.runs if s.mode == mode]  # every other rule is made from the stable tests
+        t = ModeTable(mode)
+        for key in sorted(self.old_keys.get(mode, set()) - CALIBRATED):  # require_kernel, message, ...: a person's
+            t.kept[key] = getattr(self.suite.expect[mode], key)
+        if mode == "teeth":
+            bitten = _least({(s.cell.name, len(_bitten(s))) for s in runs})
+            for cell in sorted(c for c, n in bitten.items() if n == 0):
+                self.say(f"not accepted: teeth of {cell}: nothing failed with the canary's message (the canary has "
+                         "no teeth there); no expectation can accept that")
+            found = self.minimum(mode, "min_failures", {c: n for c, n in bitten.items() if n})
+            if found is not None and not self._inline(mode, "min_failures"):
+                t.counts.append(found)
+            teeth_items = [i for s in runs for i in toothless(s, self.runs, self.say) if i.text not in seen_flaky]
+            if not self._inline(mode, "known_toothless", teeth_items):
+                t.rules["known_toothless"] = self.rules(mode, "known_toothless", teeth_items)
+        else:
+            passed = _least({(s.cell.name, s.result.counts.passed) for s in runs})
+            for cell in sorted(c for c, n in passed.items() if n == 0):
+                self.say(f"not accepted: {mode} of {cell}: nothing passed; no expectation can accept that")
+            found = self.minimum(mode, "min_passed", passed)
+            if found is not None and not self._inline(mode, "min_passed"):
+                t.counts.append(found)
+            skipped = [Item(x.message, "", s) for s in runs for x in s.tests if x.outcome == "skipped"]
+            if not self._inline(mode, "allowed_skips", skipped):
+                t.skips = self.skips(mode) or None
+            if not self._inline(mode, "tiers"):
+                t.tiers = tier_rules(self._old(mode, "tiers") or (), [Run(s.observation, s.tests) for s in runs],
+                                     lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
+                                     self.say)
+            if not self._inline(mode, "cuda_runs"):
+                t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (),
+                                         [EpRun(s.observation, s.tests) for s in runs],
+                                         lambda r: self._stale(mode, "cuda_runs", f"{r.test!r} ({r.reason})",
+                                                               r.observed), self.say)
+        for line in fallbacks_seen([EpRun(s.observation, s.tests) for s in runs]):
+            self.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
+                     "rule by hand if the CPU may serve it)")
+        failing = [i for s in runs for i in failures(s, _canaries(self.suite), self.say)]
+        if not self._inline(mode, "known_failures", failing):
+            t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
+        t.rules = {k: v for k, v in t.rules.items() if v}
+        if not self._inline(mode, "known_flaky", [Item(n, "", seen[0][0]) for n, seen in seen_flaky.items()]):  # type: ignore[arg-type]
+            t.flaky = calibrate_flaky.rules(
+                self._old(mode, "known_flaky") or (), seen_flaky, [s for s in self.runs if s.mode == mode],
+                lambda s: s.cell.name,
+                lambda r: self._stale(mode, "known_flaky", f"{r.test!r} ({r.reason})", r.observed))
+        for name in seen_flaky:
+            self.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(calibrate_flaky.state(x)
+                                                                         for _, x in seen_flaky[name])))
+        return t
+
+
+def _least(seen: set[tuple[str, int]]) -> dict[str, int]:
+    """Per cell, the lowest count of its runs."""
+    out: dict[str, int] = {}
+    for cell, n in seen:
+        out[cell] = min(n, out.get(cell, n))
+    return out
+
+
+def _report(result: Result, search: Sequence[Path]) -> dict[str, Any] | None:
+    """The run's probe report, from its bundle; looked for under `search` too when the results were moved."""
+    moved = (p for d in search for p in sorted(d.rglob(f"runs/{result.session}/{result.run_id}/report.json")))
+    for path in itertools.chain([Path(result.report)] if result.report else [], moved):
+        data = _json(path)
+        if data is not None:
+            return data
+    if result.report is None:
+        return None  # the run wrote none
+    raise CalibrateError(f"{result.session}: its probe report ({result.report}) cannot be read: calibrate reads each "
+                         "test's failure message and skip reason from it; copy the results dir whole, runs/ included")
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
+
+
+def _seen(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> Seen | None:
+    if result.stopped:
+        say(f"not calibrated: {result.session}: the run was {result.stopped}")
+        return None
+    report = _report(result, search)
+    if report is None:
+        say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
+        return None
+    return Seen(cell, result, tests_of(report))  # type: ignore[arg-type]
+
+
+def _as_run(matrix: Matrix, cell: Cell, say: Say) -> Cell:
+    """A cell whose suite names an expect file not written yet runs on the matrix's own tables."""
+    path = matrix.expect_path(cell.suite)
+    if path is None or path.is_file():
+        return cell
+    say(f"{cell.name}: {path} does not exist yet: the run is judged by [suite.{cell.suite.id}.expect] alone")
+    return dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, expect_file=None))
+
+
+def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say,
+        rounds: int = RUNS, display: Display | None = None) -> list[Seen]:
+    """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
+    tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
+    With a `display`, the runs are watched as a sweep's are (progress.py)."""
+    runnable: list[tuple[Cell, Resolved]] = []
+    for cell in chosen:
+        cell = _as_run(matrix, cell, say)
+        resolved = check(matrix, cell)
+        if isinstance(resolved, MatrixError):
+            why = "; ".join(f"{p.key}: {p.problem}" for p in resolved.problems)
+            if explicit:
+                raise CalibrateError(f"{cell.name} cannot run on this host: {why}")
+            say(f"skipped: {cell.name} cannot run on this host: {why}")
+            continue
+        runnable.append((cell, resolved))
+    seen = []
+    results_dir = matrix.workspace.results_dir
+    # one job per mode run of every round: a session runs `rounds` times, each run watched as its own
+    watch = None if display is None else progress.Watch(
+        [j for _ in range(rounds) for j in scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir)],
+        (), display, results_dir)
+    try:
+        for cell, resolved in runnable:
+            for n in range(rounds):
+                if watch is None:
+                    log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
+                try:
+                    results = run_cell(matrix, cell, resolved, cell.modes, [], {},
+                                       log if watch is None else watch.detail, echo if watch is None else _quiet,
+                                       watch=watch)
+                except (BuildError, StoreError, MatrixError) as exc:
+                    raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
+                seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
+                         if s is not None]
+    finally:
+        if watch is not None:
+            watch.close()
+    return seen
+
+
+def _quiet(line: str) -> None:
+    """pytest's output of a watched calibration: already in each run's pytest.log."""
+
+
+def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
+    """The chosen cells' current results under `dirs` (as `nox -s report` gathers them), running nothing."""
+    try:
+        results = gather(list(dirs))
+    except InputError as exc:
+        raise CalibrateError(str(exc)) from None
+    by_name = {c.name: c for c in chosen}
+    seen = []
+    for r in sorted(results, key=lambda r: (r.cell.name, MODES.index(r.mode) if r.mode in MODES else 99)):
+        cell = by_name.get(r.cell.name)
+        if cell is None or r.mode not in cell.modes:
+            continue
+        if r.cell.suite != cell.suite.id:
+            say(f"not calibrated: {r.session}: it ran suite {r.cell.suite}, the matrix gives {cell.name} "
+                f"suite {cell.suite.id}")
+            continue
+        found = _seen(cell, r, dirs, say)
+        if found is not None:
+            seen.append(found)
+    for c in chosen:
+        if not any(s.cell.name == c.name for s in seen):
+            say(f"no result: {c.name} has no usable result in {', '.join(map(str, dirs))}")
+    return seen
+
+
+def targets(matrix: Matrix, suites: dict[str, Suite], write: Path | None, force: bool) -> dict[str, Path]:
+    """Where each suite's file goes: --write, else its expect_file, else expect/<suite>.toml beside the matrix.
+
+    Calibrate replaces the file it merged (the suite's own expect_file; git shows the change). Any
+    other file that is there already is refused without --force: it would be replaced unread.
+    """
+    if write is not None and len(suites) > 1:
+        raise CalibrateError(f"--write names one file, but the cells chosen run {len(suites)} suites "
+                             f"({', '.join(sorted(suites))}): choose one suite's cells, or leave --write out")
+    out = {}
+    for sid, suite in suites.items():
+        own = matrix.expect_path(suite)
+        path = write.resolve() if write is not None else own or (matrix.base / "expect" / f"{sid}.toml")
+        if path.is_dir():
+            raise CalibrateError(f"{path} is a directory: --write takes the .toml file to write")
+        if path.exists() and path != own and not force:
+            where = f"its expect_file is {own}" if own else "it has no expect_file"
+            raise CalibrateError(f"{path} exists and is not the expect file of [suite.{sid}] ({where}): calibrate "
+                                 "would replace it without reading it; pass --force to replace it, or --write "
+                                 "another path")
+        out[sid] = path
+    return out
+
+
+def _relative(matrix: Matrix, path: Path) -> str:
+    rel = os.path.relpath(path, matrix.base)
+    return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
+
+
+def _header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
+    seen = sorted({(s.cell.name, s.observation.ort, s.observation.date) for s in runs})
+    return [f"Expectations of [suite.{suite.id}] that accept the outcome below, written by `nox -s calibrate`.",
+            "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
+            "Seen in: " + "; ".join(f"{c} (onnxruntime {o}, {d})" for c, o, d in seen),
+            f'Loaded with expect_file = "{rel}" on [suite.{suite.id}]; a key set here may not be set there too.']
+
+
+def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, DispatchExpect], say: Say) -> None:
+    """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
+    for s in runs:
+        judge = outcome_judge(s.mode)
+        prior = _prior(s, runs) if s.mode == "teeth" else None
+        before = expectation_reasons(judge, s.cell.suite.expect[s.mode], s.tests, s.result.counts, prior)
+        after = expectation_reasons(judge, expect[s.mode], s.tests, s.result.counts, prior)
+        after += [r for r in s.result.reasons if r not in before]  # the audit, the cross-checks: not calibrated
+        for reason in after:
+            say(f"still failing after calibration: {s.result.session}: {reason}")
+
+
+def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
+    """The file checked by the loader (beside its target, under a temp name), then renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            expect = suite_expect(matrix.path, suite.id, Path(tmp))
+        except MatrixError as exc:
+            raise CalibrateError(f"the file calibrate wrote does not load, so nothing was written:\n{exc}") from None
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return expect
+
+
+def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),
+              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print,
+              rounds: int = RUNS, display: Display | None = None) -> Outcome:
+    """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
+    out = Outcome()
+    say = out.lines.append
+    cells = cells_of(matrix)
+    chosen = [c for c, _ in select(cells, selectors)]
+    suites = {c.suite.id: c.suite for c in chosen}
+    paths = targets(matrix, suites, write, force)
+    if rounds < 2 and not from_dirs:
+        raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
+                             f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
+    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, rounds,
+                                                             display)
+    if not seen:
+        raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
+                             + ("" if from_dirs else " (the reasons are above)"))
+    _pollution(seen, say)
+    raw = read_toml(matrix.path).get("suite", {})
+    for sid, suite in suites.items():
+        runs = [s for s in seen if s.cell.suite.id == sid]
+        if not runs:
+            say(f"not written: [suite.{sid}]: none of its cells left a result to calibrate from")
+            continue
+        own = matrix.expect_path(suite)
+        old_raw = read_toml(own).get("expect", {}) if own is not None and own.is_file() else {}
+        inline_raw = raw.get(sid, {}).get("expect", {})
+        modes = [m for m in MODES if any(s.mode == m for s in runs)]
+        cal = SuiteCalibration(
+            suite, runs,
+            inline={m: set(inline_raw.get(m, {})) for m in modes},
+            old_keys={m: set(old_raw.get(m, {})) for m in modes},
+            all_cells={m: {c.name for c in cells if c.suite.id == sid and m in c.modes} for m in modes},
+            keep_stale=keep_stale, say=say)
+        tables = [cal.table(m) for m in modes]
+        path = paths[sid]
+        rel = _relative(matrix, path)
+        expect = _write(matrix, suite, path, expectfile.render(_header(suite, runs, rel), tables))
+        out.written[sid] = path
+        say(f"wrote {path}: " + "; ".join(_summary(t) for t in tables))
+        _still_failing(sid, runs, expect, say)
+        if own != path:
+            say(f'to use it, set expect_file = "{rel}" in [suite.{sid}] of {matrix.path}')
+    return out
+
+
+def _pollution(seen: Sequence[Seen], say: Say) -> None:
+    """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
+    the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
+    for s in seen:
+        for line in pollution_lines(s.result.pollution):
+            say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(line)}")
+
+
+def _summary(t: ModeTable) -> str:
+    parts = [f"{c.key} {c.value}" for c in t.counts]
+    if t.skips:
+        parts.append(f"{len(t.skips)} allowed skip(s)")
+    parts += [f"{len(rules)} {key}" for key, rules in t.rules.items()]
+    parts += [f"{len(t.tiers)} tiers"] if t.tiers else []
+    parts += [f"{len(t.cuda_runs)} cuda_runs"] if t.cuda_runs else []
+    if t.flaky:
+        parts.append(f"{len(t.flaky)} known_flaky")
+    return f"{t.mode}: {', '.join(parts) or 'nothing'}"

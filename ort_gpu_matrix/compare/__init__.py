@@ -1,0 +1,1 @@
+"""compare: see docs/design.md."""

@@ -1,0 +1,287 @@
+"""What changed between a baseline and a sweep, named by kind so that scripts can rely on it.
+
+Cells are matched by session name: a release sweep keeps the cell names and swaps the ORT wheel.
+Regression kinds (each fails the sweep):
+
+    verdict   a mode verdict went pass -> fail
+    test      a test that passed now fails, errors, skips, or is gone
+    tier      the set of tiers a test dispatched changed (CUDNN_FLASH_ATTENTION -> MATH): the silent slowdown
+    ep        a test that ran on the CUDA EP in the baseline no longer does, with the same outcome: the CPU
+              served it, or it made no CUDA run (eprules.py); a pass on the CPU proves nothing of the GPU
+    teeth     a test that was bitten in teeth is now toothless
+    count     collected or passed dropped
+    library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
+    flaky     a test that was stable in the baseline needed a rerun to pass
+
+A test that is new in the sweep and fails counts as a `test` regression too (new -> failed): under
+`--gate regressions` a mode that was failing already must not hide a failure it did not have.
+
+A known-flaky test (Result.known_flaky) that stays within the outcomes and tiers its rule lists
+changes nothing, and a pass it lost within its set is no drop in `passed`. A per-test change that a
+confirmation rerun did not reproduce leaves the regressions afterwards (unconfirmed.py).
+
+Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
+failure fixed, or a new passing test), a test that runs on the CUDA EP again, a toothless test now bitten, and `stale-rule`: an expectation
+of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
+an improvement.
+
+A baseline mode the sweep has no result for is one of:
+    removed       its cell is no longer in the matrix
+    not selected  --select left it out (listed, never failing)
+    missing       the cell is in the matrix and was chosen, but did not run here (not runnable on this
+                  host, a build that failed, an interrupted sweep): the gate fails on it unless
+                  --allow-missing says it may
+Cells or modes only the sweep has are listed as added.
+
+A mode whose isolation (restore, report, off: pollution.py) differs from its baseline record's is
+noted (kind `isolation`, never failing): with one side not isolated, its tier changes may be test
+order, not the release.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..judge.flaky import FlakySet, within
+from ..store.baseline import Baseline, ModeRecord, TestLine
+from ..store.results import Result
+
+FAILING = ("failed", "error")
+REGRESSION_KINDS = ("verdict", "test", "tier", "ep", "teeth", "count", "library", "flaky")
+CUDA = "CUDA"  # as a baseline line names the CUDA EP (eprules.short_eps)
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    cell: str
+    mode: str | None
+    test: str | None
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        where = " ".join(x for x in (self.cell, self.mode, self.test) if x)
+        return f"{self.kind}: {where}: {show(self.before)} -> {show(self.after)}"
+
+
+def show(value: Any) -> str:
+    """A before or after value as people read it: tier lists as `MATH, CUDNN_FLASH_ATTENTION`."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "(no tier)"
+    return str(value)
+
+
+@dataclass
+class Comparison:
+    regressions: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+    added: list[Change] = field(default_factory=list)
+    removed: list[Change] = field(default_factory=list)
+    flaky: list[Change] = field(default_factory=list)  # every test that needed a rerun now, regression or not
+    missing: list[Change] = field(default_factory=list)  # chosen, in the matrix, but not run: `after` says why
+    not_selected: list[Change] = field(default_factory=list)
+    notes: list[Change] = field(default_factory=list)  # isolation differs from the baseline's: never failing
+
+    KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected", "notes")
+
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        return {k: [c.to_dict() for c in getattr(self, k)] for k in self.KEYS}
+
+
+def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
+                 at: TestLine | None, eps_known: bool = True) -> tuple[list[Change], list[Change]]:
+    """One test, baseline against now: its regressions (of kind test, tier and ep) and its improvements.
+    `eps_known`: both sides carried an EP census (a side from before it knows nothing of EPs)."""
+    regressions, improvements = [], []
+    if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
+        regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
+    elif bt is None and at is not None and at.outcome in ("failed", "error"):
+        regressions.append(Change("test", cell, mode, test, "new", at.outcome))
+    elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
+        # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so
+        regressions.append(Change("test", cell, mode, test, bt.outcome, at.outcome))
+    elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
+        improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
+    if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
+        regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
+    if eps_known and bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
+        before, after = CUDA in bt.eps, at.eps is not None and CUDA in at.eps
+        shown = (eps_text(bt.eps), eps_text(at.eps))
+        if before and not after:
+            regressions.append(Change("ep", cell, mode, test, *shown))
+        elif after and not before:
+            improvements.append(Change("ep", cell, mode, test, *shown))
+    return regressions, improvements
+
+
+def eps_text(eps: tuple[str, ...] | None) -> str:
+    """What served a test's runs, as a change shows it: `CPU`, `CUDA, CPU`, `no run`, `no CUDA session`."""
+    if eps is None:
+        return "no CUDA session"
+    return ", ".join(eps) or "no run"
+
+
+def _in_set(allowed: FlakySet | None, line: TestLine | None) -> bool:
+    return allowed is not None and line is not None and within(allowed, line.outcome, line.tiers)
+
+
+def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
+           flaky: Mapping[str, FlakySet] | None = None) -> None:
+    scoped = b.teeth_scope != a.teeth_scope  # a scoped teeth ran only some tests: one missing there is not gone
+    for test in sorted(set(b.tests) | set(a.tests)):
+        bt, at = b.tests.get(test), a.tests.get(test)
+        if scoped and at is None:
+            continue  # left out by the scope on purpose; everything the run did hold is still compared
+        if at is not None and at.reruns and at.outcome == "passed":
+            change = Change("flaky", cell, mode, test, "stable" if bt is None or not bt.reruns else f"{bt.reruns} rerun(s)",
+                            f"passed after {at.reruns} rerun(s)")
+            cmp.flaky.append(change)
+            if bt is not None and bt.outcome == "passed" and not bt.reruns:
+                cmp.regressions.append(change)
+        allowed = (flaky or {}).get(test)
+        if _in_set(allowed, at) and (bt is None or _in_set(allowed, bt)):
+            continue  # a known-flaky test that stayed within what its rule lists: no change to name
+        regressions, improvements = test_changes(cell, mode, test, bt, at, b.ep_census and a.ep_census)
+        cmp.regressions += regressions
+        cmp.improvements += improvements
+
+
+def _flaky_passes(counter: str, b: ModeRecord, a: ModeRecord, flaky: Mapping[str, FlakySet] | None) -> int:
+    """Passes the baseline had that are now another outcome within a known_flaky set: no drop in `passed`."""
+    if counter != "passed" or not flaky:
+        return 0
+    return sum(1 for test, allowed in flaky.items()
+               if (bt := b.tests.get(test)) is not None and bt.outcome == "passed"
+               and (at := a.tests.get(test)) is not None and at.outcome != "passed" and _in_set(allowed, at))
+
+
+def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
+    if b.teeth and not a.teeth:  # coverage was checked before and is not now (a refused or census-less run)
+        cmp.regressions.append(Change("teeth", cell, mode, None, "coverage checked", "coverage not checked"))
+        return
+    if not b.teeth or not a.teeth:
+        return
+    for test in sorted(set(b.teeth["bitten"]) & set(a.teeth["toothless"])):
+        cmp.regressions.append(Change("teeth", cell, mode, test, "bitten", "toothless"))
+    for test in sorted(set(b.teeth["toothless"]) & set(a.teeth["bitten"])):  # nothing bitten: nothing listed
+        cmp.improvements.append(Change("teeth", cell, mode, test, "toothless", "bitten"))
+
+
+def _library(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
+    for key in ("cudnn_by_name", "cudart_by_name"):
+        if b.library.get(key) and b.library.get(key) != a.library.get(key):
+            cmp.regressions.append(Change("library", cell, mode, key, b.library.get(key), a.library.get(key)))
+    new_copies = sorted(set(a.library.get("cudnn_copies", [])) - set(b.library.get("cudnn_copies", [])))
+    if new_copies:
+        cmp.regressions.append(Change("library", cell, mode, "cudnn_copies", b.library.get("cudnn_copies"),
+                                      a.library.get("cudnn_copies")))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the sweep was asked to run, so a baseline mode without a result is told apart: removed from the
+    matrix, left out by --select, or chosen but not run (and why)."""
+
+    in_matrix: frozenset[str] = frozenset()  # every cell name of the matrix
+    chosen: frozenset[tuple[str, str]] = frozenset()  # (cell, mode) the sweep was asked to run
+    not_run: dict[str, str] = field(default_factory=dict)  # cell -> why it did not run (host, build, interrupt)
+
+
+def _absent(cmp: Comparison, cell: str, mode: str, b: ModeRecord, scope: Scope | None) -> None:
+    if scope is None or cell not in scope.in_matrix:
+        cmp.removed.append(Change("cell", cell, mode, None, b.verdict, None))
+    elif (cell, mode) not in scope.chosen:
+        cmp.not_selected.append(Change("not selected", cell, mode, None, b.verdict, "not selected"))
+    else:
+        why = scope.not_run.get(cell, "no result came back")
+        cmp.missing.append(Change("missing", cell, mode, None, b.verdict, f"did not run: {why}"))
+
+
+def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
+            flaky: Mapping[tuple[str, str], Mapping[str, FlakySet]] | None = None) -> Comparison:
+    """`flaky`: (cell, mode) -> node id -> the set its known_flaky rule lists (Result.known_flaky)."""
+    cmp = Comparison()
+    for cell in sorted(set(before.cells) | set(after.cells)):
+        b_modes, a_modes = before.cells.get(cell, {}), after.cells.get(cell, {})
+        for mode in sorted(set(b_modes) | set(a_modes)):
+            b, a = b_modes.get(mode), a_modes.get(mode)
+            if a is None:
+                assert b is not None
+                _absent(cmp, cell, mode, b, scope)
+                continue
+            if b is None:
+                cmp.added.append(Change("cell", cell, mode, None, None, a.verdict))
+                continue
+            if b.isolation != a.isolation:
+                cmp.notes.append(Change("isolation", cell, mode, None, b.isolation, a.isolation))
+            if b.verdict == "pass" and a.verdict != "pass":
+                cmp.regressions.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
+            elif b.verdict != "pass" and a.verdict == "pass":
+                cmp.improvements.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
+            _tests(cmp, cell, mode, b, a, (flaky or {}).get((cell, mode)))
+            _teeth(cmp, cell, mode, b, a)
+            for counter in ("collected", "passed"):
+                if a.teeth_scope != b.teeth_scope and (a.counts.get("collected", 0) or not b.counts.get("collected", 0)):
+                    break  # a scoped teeth against an unscoped one: fewer tests by design, but never none at all
+                if a.counts.get(counter, 0) + _flaky_passes(counter, b, a, (flaky or {}).get((cell, mode))) \
+                        < b.counts.get(counter, 0):
+                    # a hand-made record may leave a count out: it is read as 0 and shown as absent, `(none)`
+                    cmp.regressions.append(Change("count", cell, mode, counter, b.counts.get(counter),
+                                                  a.counts.get(counter)))
+            _library(cmp, cell, mode, b, a)  # a provenance change alone is no regression: the report shows it
+    order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
+    cmp.regressions.sort(key=lambda c: (order.get(c.kind, 99), c.cell, c.mode or "", c.test or ""))
+    return cmp
+
+
+def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
+    """Each expectation the new run found stale (verdicts.py) is an improvement of kind `stale-rule`:
+    the failure it accepted is gone, the toothless test bites, the skip no longer happens."""
+    for r in sorted(results, key=lambda r: (r.cell.name, r.mode)):
+        for s in r.stale_rules:
+            cmp.improvements.append(Change("stale-rule", r.cell.name, r.mode, s.get("pattern"), s.get("key"),
+                                           s.get("what") or s.get("why")))  # `what`: results before it have only `why`
+
+
+@dataclass(frozen=True)
+class LibsDiff:
+    """Two cells that differ only in their libs set: the tests that behaved differently, and who served them."""
+
+    mode: str
+    cells: tuple[str, str]
+    cudnn: tuple[list[str], list[str]]  # by-name cuDNN of each side
+    tests: list[tuple[str, str, str]]  # (test, left "outcome tiers", right "outcome tiers")
+    # differences that did not reproduce in the confirmation reruns: (test, left runs, right runs), listed apart
+    unconfirmed: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
+
+
+def libs_comparison(run: Baseline, ids: dict[str, dict[str, str]]) -> list[LibsDiff]:
+    """`ids`: cell name -> its python, ort, torch, libs and suite. Pairs every two cells equal but for libs."""
+    out = []
+    names = sorted(run.cells)
+    for i, left in enumerate(names):
+        for right in names[i + 1:]:
+            li, ri = ids.get(left), ids.get(right)
+            if not li or not ri or li["libs"] == ri["libs"]:
+                continue
+            if any(li[k] != ri[k] for k in ("python", "ort", "torch", "suite")):
+                continue
+            for mode in sorted(set(run.cells[left]) & set(run.cells[right])):
+                a, b = run.cells[left][mode], run.cells[right][mode]
+                diffs = []
+                for test in sorted(set(a.tests) | set(b.tests)):
+                    ta, tb = a.tests.get(test), b.tests.get(test)
+                    sa = ta.encode() if ta else "(absent)"
+                    sb = tb.encode() if tb else "(absent)"
+                    if sa != sb:
+                        diffs.append((test, sa, sb))
+                out.append(LibsDiff(mode, (left, right), (a.library.get("cudnn_by_name", []),
+                                                          b.library.get("cudnn_by_name", [])), diffs))
+    return out

@@ -1,0 +1,43 @@
+"""The three modes: what each one sets in the test process and which expect table it reads, in one place.
+
+- normal: the kernel debug line on; the tests must pass.
+- require_cudnn: ORT_TEST_REQUIRE_CUDNN_SDPA=1 too, so dispatch-gated tests fail
+  instead of skipping green.
+- teeth: MATH forced (sdpa_kernel=16) as well; the canary must bite every test
+  that dispatched cuDNN in require_cudnn, with exactly the verbatim message.
+How each is judged is the judge's (judge/verdicts.py, `outcome_judge`): configuration never pulls in judging.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .kernels import MATH, only
+from .model import DispatchExpect, PassExpect, TeethExpect
+
+
+class Mode(enum.StrEnum):
+    NORMAL = "normal"
+    REQUIRE_CUDNN = "require_cudnn"
+    TEETH = "teeth"
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    require_cudnn: bool  # sets ORT_TEST_REQUIRE_CUDNN_SDPA=1
+    forced_options: dict[str, str]  # CUDA EP options merged over the suite's provider_options
+    expect_type: type[DispatchExpect]  # the [suite.<id>.expect.<mode>] table
+    coverage_from: Mode | None = None  # the mode whose census this mode's coverage is checked against
+
+
+SPECS: dict[Mode, ModeSpec] = {
+    Mode.NORMAL: ModeSpec(False, {}, PassExpect),
+    Mode.REQUIRE_CUDNN: ModeSpec(True, {}, PassExpect),
+    Mode.TEETH: ModeSpec(True, {"sdpa_kernel": only(MATH)}, TeethExpect,
+                         coverage_from=Mode.REQUIRE_CUDNN),
+}
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # canonical order: teeth reads require_cudnn's census
+
+
+def spec(mode: str) -> ModeSpec:
+    return SPECS[Mode(mode)]

@@ -1,0 +1,1 @@
+"""drive: see docs/design.md."""

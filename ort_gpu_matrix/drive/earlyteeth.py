@@ -1,0 +1,95 @@
+"""When a scoped teeth starts before its require_cudnn has ended, so that its start is paid while that runs: in a
+cell session (with the pair) and in a `--gpus` sweep (beside its require_cudnn).
+
+A scoped teeth runs a third of the tests, so its start (interpreter, torch, ORT, collection) is most of it:
+6.0 of 10.8 s on the H200 (docs/evidence/one-gpu-cells-h200.md). It cannot run a test before require_cudnn's
+census is stored, but it can start before: its processes collect, then wait (the probe's keepwait.py) for the
+census its parent hands over (handoff.py) the moment require_cudnn's child exits.
+
+So a cell of normal, require_cudnn and a scoped teeth counts as three runs at once where the host has room
+(room.py: the GPU's memory for three peaks, and the cores for three runs' workers, each -n cut to its share).
+Measured on the H200 first, before this: starting teeth in require_cudnn's last seconds, beside the pair's
+-n 8 + 8 on 16 cores, left no core for its collection, which then ended after the census came, hiding
+nothing; and the pair at -n 4 or 5 each ran faster than at 8 + 8 (24.5 s against 27.0 s). Three runs of
+-n 5 fill 15 of the 16 cores and never oversubscribe them.
+
+Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would not wait, it would compete.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..config.modes import Mode
+from ..plan.cells import Cell
+from ..store.results import ResultError, current_path, load
+from ..util.escape import term
+from . import scheduler
+from .handoff import Handoff
+
+FEW_SLOTS = 4  # below this, teeth start early only where every run of the plan can start at once (see mark)
+TEARDOWN = "::teardown"  # the id verdicts give a teardown error, beside its test's own (as harness.py)
+
+
+def basis(results_dir: Path, session: str) -> list[str] | None:
+    """The tests a teeth's last stored run kept: what an early start collects on (their files), None if none."""
+    try:
+        last = load(current_path(results_dir, session))
+    except ResultError:
+        return None
+    kept = [n for n in last.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in last.outcomes)]
+    return kept or None
+
+
+def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
+    """A cell whose teeth can start with the pair: scoped, its require_cudnn in the same session, and a last run
+    of it to collect on (without one it could only wait, holding a third of the cores for nothing)."""
+    return (cell.suite.teeth_scope == "cudnn" and Mode.TEETH.value in modes
+            and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
+
+
+def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable[[str], None]) -> Handoff | None:
+    """Let the teeth that can start early do so (`early_s` 0): scoped, its require_cudnn in the plan, and a last run
+    of it to collect on. The scheduler then starts it, before any other waiting run, as soon as its require_cudnn
+    runs and a slot is free (scheduler._pick). Their Handoff, else None.
+
+    Only in the two shapes measured on the H200: every run of the plan at once (a cell's three), or at least four
+    slots, where each of the first `slots // 2` such teeth starts beside its require_cudnn and the rest follow (a
+    two-cell sweep, 0.59x of serial). With fewer slots a waiting teeth holds the slot a normal would run in: a
+    cell on two slots would run its normal only after require_cudnn (rv25: 50 s planned against 35.8 s)."""
+    can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
+    early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
+    if not early:
+        return None
+    handoff = Handoff(log)
+    for job in early:
+        job.early_s = 0.0
+        assert job.after is not None
+        log(f"{job.session}: may start while {job.after.session} runs: its processes collect meanwhile, and its "
+            f"tests run once that census is stored (handed over in {handoff.dir})")
+    return handoff
+
+
+def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, say: Callable[[str], None]) -> list[str]:
+    """A child's census arguments as it starts: --census-file while its require_cudnn still runs, else --census."""
+    if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
+        say(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
+        return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
+    return scheduler.census_args(job, results_dir, say)
+
+
+def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff | None, results_dir: Path,
+              say: Callable[[str], None]) -> None:
+    """require_cudnn's child exited: tell a teeth already started what it stored (or why nothing)."""
+    if handoff is None:
+        return
+    for job in jobs:
+        if job.after is ended and job.proc is not None:
+            found = scheduler.fresh_result(ended, results_dir)
+            try:
+                handoff.give(job.session, found)
+            except OSError as exc:  # the teeth then waits out its bound and fails, saying so; nothing else stops
+                say(f"{job.session}: the census could not be handed over: {exc}")
+            else:  # the reason may quote a stored run id, which is read from a file: escaped for the terminal
+                say(f"{job.session}: handed the census of {ended.session}"
+                    + (f" run {found.run_id}" if not isinstance(found, str) else f": none ({term(found)})"))

@@ -1,0 +1,501 @@
+"""Mode runs in parallel over GPU slots, as child processes: a small scheduler over subprocess.
+
+nox's own parallelism knows nothing of GPUs, so each mode run is a child `nox -s sweep -- --child
+--select <cell>-<mode>` with CUDA_VISIBLE_DEVICES set to its slot's GPU. The unit is the mode run,
+not the cell: a slot that drew two 3-mode cells in a row would otherwise finish long after the
+others went idle. normal and require_cudnn of one cell may run at once on two slots; teeth waits
+for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
+`census_args`), and prefers the slot that ran it. A scoped teeth marked early (earlyteeth.py) may
+start while its require_cudnn runs, ahead of any other waiting run: its processes collect, then
+wait for the census, which its parent hands over once require_cudnn's child has exited.
+
+A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
+all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
+
+The queue is longest first: each run's last known duration from the results dir (no data counts
+as the longest), with a require_cudnn ranked by the teeth that waits on it too, and one that an
+early teeth waits on kept ahead of every run nothing waits on. The order is then refined by
+simulating the schedule (`plan`, an early start included), a few hundred moves at most, and the
+predicted makespan is logged with it.
+
+Each child writes its own log; the terminal shows a line as each run starts and ends, and every
+30 s the runs still going. A failing or crashing child never stops the others, and its exit code
+counts: a child that stored no fresh result fails its cell with its log's last lines. Every child
+dies with this process (PR_SET_PDEATHSIG). Ctrl-C (or SIGTERM) is passed to every child, whose
+harness then stores an `interrupted` result; runs not yet started never start. The scheduler then
+returns (it does not raise), so the sweep still reads back what the children stored and writes
+its report before it fails.
+
+Signals are blocked while a child is being started and entered in `running`: an interrupt that
+lands between fork and bookkeeping would otherwise leave a child (in a session of its own, so the
+terminal's Ctrl-C never reaches it) running on, unsignalled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from ..config.modes import MODES, spec
+from ..host.gpus import slot_env
+from ..plan.cells import Cell
+from ..store.results import Result, ResultError, current_path, load
+from ..util.orphans import die_with_parent
+
+CHILD_GRACE_S = 30.0
+STATUS_EVERY_S = 30.0
+TAIL_LINES = 5  # of a child's log, in the reason when it stored nothing
+SEARCH_BUDGET = 400  # schedules simulated while refining the order: milliseconds for a matrix's worth of runs
+_STOP = {signal.SIGINT, signal.SIGTERM}
+
+
+@dataclass(eq=False)  # identity: a job is one run of one child
+class Job:
+    cell: Cell
+    mode: str
+    log: Path
+    predicted_s: float | None = None  # its last run's cost (last_duration); None: no data (planned as the longest)
+    after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
+    early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
+    tail_s: float | None = None  # of its last run, the part from its first test to its end: what a start paid early leaves
+    before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
+    slot: int | None = None
+    gpu: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    returncode: int | None = None
+    interrupted: bool = False  # the sweep was stopped while this job ran, or before it could start
+    env: dict[str, str] = field(default_factory=dict)  # what its slot set over the sweep's environment (slot_env)
+
+    @property
+    def session(self) -> str:
+        return self.cell.mode_session(self.mode)
+
+
+class Events(Protocol):
+    """Who watches the runs (progress.Watch): told as each job starts and as it ends, in place of the lines here."""
+
+    def job_started(self, job: Job) -> None: ...
+    def job_ended(self, job: Job) -> None: ...
+
+
+def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float | None:
+    """The duration of the session's newest stored run that ran to its end (an interrupted one tells too little,
+    and one refused before pytest started tells nothing), less any wait for a census handed over: what the run
+    costs when it starts with its census there."""
+    found = _last_whole(results_dir, session, looked_at)
+    return None if found is None else found[0]
+
+
+def _last_whole(results_dir: Path, session: str, looked_at: int = 5) -> tuple[float, float | None] | None:
+    """(its cost, its tail) from the newest run that ran to its end (see last_duration). The tail: the seconds
+    from its first test to its end, what a teeth started early still runs once its census comes (None: no marks)."""
+    try:
+        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
+                         reverse=True)[:looked_at]  # run ids sort by start time
+    except OSError:
+        return None
+    for bundle in bundles:
+        try:
+            data = json.loads((bundle / "result.json").read_text())
+            if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted") \
+                    and not data.get("rerun_of"):  # a confirmation rerun runs a few tests: not the run's length
+                return _cost(bundle, float(data["duration_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
+    """A run's cost and tail from its processes' marks (timings.py, in report.json). A teeth started early counts
+    its duration from its census (run.py), so its cost is its processes' whole span less the wait, which every
+    worker spent from its own `keep_wait_start` to the common `kept`: the shortest of those waits is the one
+    the run's end was put off by. Without marks: its duration, and no tail."""
+    try:
+        marks = json.loads((bundle / "report.json").read_text())["timings"]
+        top = marks["controller"]
+        span = float(top["finished"]) - float(top["process_start"])
+        tail = float(top["finished"]) - float(top["first_test_start"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return duration, None
+    # every process that waited: xdist's workers, or the one pytest process of a suite without -n (rv25)
+    waits = [float(m["kept"]) - float(m["keep_wait_start"]) for m in marks.values()
+             if isinstance(m, dict) and "kept" in m and "keep_wait_start" in m]
+    if not waits:
+        return duration, round(max(0.0, tail), 3)
+    return round(max(0.0, span - max(0.0, min(waits))), 3), round(max(0.0, tail), 3)
+
+
+def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | None:
+    """The peak GPU memory (MiB) of the session's newest stored run that recorded one (gpumem.py)."""
+    try:
+        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
+                         reverse=True)[:looked_at]
+    except OSError:
+        return None
+    for bundle in bundles:
+        try:
+            data = json.loads((bundle / "result.json").read_text())
+            if data.get("rerun_of"):
+                continue  # a confirmation rerun of a few tests: its peak is not the whole run's
+            peak = data.get("gpu_memory", {}).get("peak_mib")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(peak, int) and not isinstance(peak, bool):
+            return peak
+    return None
+
+
+def _current_run(results_dir: Path, session: str) -> str | None:
+    try:
+        return str(json.loads(current_path(results_dir, session).read_text()).get("run_id"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -> list[Job]:
+    """One job per chosen mode run, in the matrix's order, each with its last known duration and what it waits on."""
+    jobs: list[Job] = []
+    for cell, modes in runnable:
+        mine: dict[str, Job] = {}
+        for mode in (m for m in MODES if m in modes):
+            session = cell.mode_session(mode)
+            cost, tail = _last_whole(results_dir, session) or (None, None)
+            job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
+                      before_run=_current_run(results_dir, session), tail_s=tail)
+            source = spec(mode).coverage_from
+            job.after = mine.get(source.value) if source is not None else None
+            mine[mode] = job
+            jobs.append(job)
+    return jobs
+
+
+def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
+    """A job with `early_s` whose predecessor has run that long: it starts now and is handed the census later."""
+    after = job.after
+    return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
+
+
+def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
+          slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
+    """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
+    each running job started, so that a job with `early_s` may start before its predecessor ends.
+
+    A job that may start early goes before any other: while it waits for its census it holds a slot but no core,
+    and the start it pays then (interpreter, imports, collection: half of a scoped teeth on the H200) would
+    otherwise be paid after the census, on the critical path."""
+    began = began or {}
+    ready = [j for j in waiting if j.after is None or j.after in finished or _early(j, began, now)]
+    if not ready:
+        return None
+    job = next((j for j in ready if j.after is not None and j.after not in finished), ready[0])
+    preferred = slot_of.get(job.after) if job.after is not None else None
+    return job, preferred if preferred is not None and preferred in free else min(free)
+
+
+def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
+             tail: Mapping[Job, float] | None = None) -> float:
+    """The makespan of running `order` on `slots` slots as `run` does, with each job taking `cost` seconds. A job
+    started early (before its predecessor ends) ends `tail[job]` after that predecessor, or `cost` after its own
+    start if later (its start, `cost - tail`, is paid meanwhile; without a tail, half its cost is)."""
+    waiting, free = list(order), list(range(slots))
+    running: list[tuple[float, int, Job]] = []
+    finished: set[Job] = set()
+    slot_of: dict[Job, int] = {}
+    began: dict[Job, float] = {}
+    end_of: dict[Job, float] = {}
+    now = 0.0
+    while waiting or running:
+        while free and (pick := _pick(waiting, free, finished, slot_of, began, now)) is not None:
+            job, slot = pick
+            waiting.remove(job)
+            free.remove(slot)
+            slot_of[job] = slot
+            began[job] = now
+            end = now + cost[job]
+            if job.after is not None and job.after not in finished:  # early: its tests wait for the census
+                rest = min(cost[job], (tail or {}).get(job, cost[job] / 2))
+                end = max(now + cost[job] - rest, end_of[job.after]) + rest
+            end_of[job] = end
+            running.append((end, slot, job))
+        if not running:
+            return float("inf")  # a job waits on one that is not in the plan
+        running.sort(key=lambda r: (r[0], r[1]))
+        now, slot, job = running.pop(0)
+        finished.add(job)
+        free.append(slot)
+    return now
+
+
+def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
+    """The queue order, longest first and refined by simulation, and its predicted makespan (None: no data).
+
+    A run that a teeth started early waits on (its require_cudnn) stays ahead of every run that nothing waits on.
+    The simulation gives each run a fixed cost, blind to runs slowing each other down, and on one GPU they do: on
+    the H200 the CPU was 90% busy and the GPU 3% through a sweep's overlapped runs, a lone `-n 8` run already
+    busied 75% of the cores. Blind to that, it would start a long normal first; but each require_cudnn started
+    lets its teeth's start be paid beside it, holding no core while it waits, and frees that teeth early."""
+    known = [j.predicted_s for j in jobs if j.predicted_s is not None]
+    longest = max(known, default=1.0)
+    cost = {j: j.predicted_s if j.predicted_s is not None else longest for j in jobs}
+    tail = {j: j.tail_s for j in jobs if j.tail_s is not None}
+    ahead = {j.after for j in jobs if j.early_s is not None and j.after is not None}
+
+    def chain(job: Job) -> float:  # the job and everything that waits on it
+        return cost[job] + max((chain(d) for d in jobs if d.after is job), default=0.0)
+
+    def keeps_ahead(candidate: list[Job]) -> bool:
+        free = [i for i, j in enumerate(candidate) if j not in ahead and not any(d.after is j for d in jobs)]
+        return not free or all(i < free[0] for i, j in enumerate(candidate) if j in ahead)
+
+    # unknown first among equals (it may be longer still); stable: equal ranks keep the matrix's order
+    order = sorted(jobs, key=lambda j: (j not in ahead, -chain(j), j.predicted_s is not None))
+    best = simulate(order, cost, slots, tail)
+    tried = 0
+    improved = True
+    while improved and tried < SEARCH_BUDGET:  # move one job elsewhere in the queue; keep a strictly better plan
+        improved = False
+        for i in range(len(order)):
+            for k in range(len(order)):
+                if i == k or tried >= SEARCH_BUDGET:
+                    continue
+                candidate = order[:i] + order[i + 1:]
+                candidate.insert(k, order[i])
+                if ahead and not keeps_ahead(candidate):
+                    continue
+                tried += 1
+                makespan = simulate(candidate, cost, slots, tail)
+                if makespan < best - 1e-9:
+                    order, best, improved = candidate, makespan, True
+                    break
+            if improved:
+                break
+    return order, best if known else None
+
+
+def describe(order: Sequence[Job], makespan: float | None, slots: int) -> str:
+    """The plan, for the log: the queue with each run's last known duration, and the predicted makespan."""
+    queue = ", ".join(f"{j.session} {'?' if j.predicted_s is None else f'{j.predicted_s:.1f}'} s" for j in order)
+    total = sum(j.predicted_s or 0.0 for j in order)
+    unknown = sum(j.predicted_s is None for j in order)
+    if makespan is None:
+        guess = "no predicted makespan: no run has a recorded duration yet"
+    else:
+        guess = f"predicted makespan {makespan:.1f} s of {total:.1f} s run time"
+        if unknown:
+            guess += f" ({unknown} run(s) without a recorded duration counted as the longest)"
+    return f"plan: {len(order)} mode run(s) on {slots} slot(s), longest first: {queue}; {guess}"
+
+
+def _label(job: Job, slots: Sequence[str]) -> str:
+    if not job.gpu:  # the GPU this process was given, inherited as it is (a cell session)
+        return f"[slot {job.slot}]"
+    return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
+
+
+def _child_setup(parent: int) -> Callable[[], None]:
+    def setup() -> None:
+        """In the child, before exec: lift the mask blocked around Popen, and die with the sweep."""
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+        die_with_parent(parent)
+    return setup
+
+
+def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
+        say: Callable[[str], None] = print, poll_s: float = 0.2,
+        args_for: Callable[[Job], Sequence[str]] = lambda job: (),
+        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None,
+        ended: Callable[[Job], None] = lambda job: None) -> str | None:
+    """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
+    as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
+    starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
+    `events`, when given, is told of each start and end instead of the lines said here (and the 30 s status lines).
+    `ended(job)` is called as each child is seen to exit, before anything else starts (a census handed over).
+
+    Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
+    """
+    waiting = list(order)
+    free = list(range(len(slots)))
+    running: list[Job] = []
+    finished: set[Job] = set()
+    slot_of: dict[Job, int] = {}
+    last_status = time.time()
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    stopped: str | None = None
+
+    saved = signal.signal(signal.SIGTERM, terminated)
+    try:
+        while waiting or running:
+            while free and (pick := _pick(waiting, free, finished, slot_of, {j: j.started for j in running},
+                                          time.time())) is not None:
+                job, slot = pick
+                own = list(args_for(job))
+                waiting.remove(job)
+                free.remove(slot)
+                slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
+                job.env = slot_env(job.gpu)
+                env = {**os.environ, **job.env}
+                tail = list(pytest_for(job))
+                tail = [*([] if "--" in child_args else ["--"]), *tail] if tail else []
+                job.log.parent.mkdir(parents=True, exist_ok=True)
+                signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+                try:
+                    with job.log.open("wb") as sink:
+                        job.proc = subprocess.Popen(
+                            [sys.executable, "-m", "nox", "-f", str(noxfile), "-s", "sweep", "--", "--child",
+                             "--select", job.session, *own, *child_args, *tail],
+                            env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                            start_new_session=True,  # a terminal's Ctrl-C reaches only us; we pass it on once
+                            preexec_fn=_child_setup(os.getpid()))
+                    job.started = time.time()
+                    running.append(job)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # a pending signal lands here, job counted
+                if events is not None:
+                    events.job_started(job)
+                else:
+                    say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
+            if not running:
+                break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
+            time.sleep(poll_s)
+            for job in [j for j in running if j.proc is not None and j.proc.poll() is not None]:
+                assert job.proc is not None and job.slot is not None
+                job.ended, job.returncode = time.time(), job.proc.returncode
+                running.remove(job)
+                finished.add(job)
+                free.append(job.slot)
+                ended(job)
+                if events is not None:
+                    events.job_ended(job)
+                    continue
+                state = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
+                say(f"{_label(job, slots)} {job.session}: {state} after {job.ended - job.started:.1f} s")
+            if events is None and running and time.time() - last_status >= STATUS_EVERY_S:
+                last_status = time.time()
+                say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
+                                            for j in running))
+    except KeyboardInterrupt as exc:
+        stopped = "SIGTERM" if str(exc) == "SIGTERM" else "SIGINT"
+        say(f"{stopped}: stopping {len(running)} running mode run(s), each stores an interrupted result;"
+            f" {len(waiting)} not started")
+        _stop(running, waiting)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+        _kill_left(running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
+    return stopped
+
+
+def _kill_left(running: list[Job]) -> None:
+    """SIGKILL every child still running; each leads its own session, and its pytest dies with it."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    try:
+        for job in running:
+            if job.proc is not None and job.proc.poll() is None:
+                job.proc.kill()
+                job.proc.wait()
+                job.ended, job.returncode, job.interrupted = time.time(), job.proc.returncode, True
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+
+
+def _stop(running: list[Job], waiting: list[Job]) -> None:
+    """SIGINT to every running child (its harness stores the result), SIGKILL to any still there after the grace."""
+    for job in (*running, *waiting):
+        job.interrupted = True
+    for job in running:
+        if job.proc is not None and job.proc.poll() is None:
+            job.proc.send_signal(signal.SIGINT)
+    deadline = time.time() + CHILD_GRACE_S
+    try:
+        for job in running:
+            if job.proc is None:
+                continue
+            try:
+                job.proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                job.proc.kill()  # its pytest dies with it (PR_SET_PDEATHSIG)
+                job.proc.wait()
+            job.ended, job.returncode = time.time(), job.proc.returncode
+    except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+        for job in running:
+            if job.proc is not None and job.proc.poll() is None:
+                job.proc.kill()
+        raise
+
+
+def _shown(text: str) -> str:
+    """Control characters as \\xNN: a child's log is untrusted text (test names, tracebacks) bound for a terminal."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def last_lines(log: Path, n: int = TAIL_LINES) -> str:
+    """The last `n` non-empty lines of a child's log, escaped, joined on one line."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+            text = f.read().decode(errors="replace")
+    except OSError as exc:
+        return f"(its log cannot be read: {exc.strerror or exc})"
+    lines = [ln.rstrip("\r").strip(" \t") for ln in text.split("\n")]  # a \r inside a line is shown, not obeyed
+    lines = [ln for ln in lines if ln][-n:]
+    return " | ".join(_shown(ln) for ln in lines) or "(its log is empty)"
+
+
+def fresh_result(job: Job, results_dir: Path) -> Result | str:
+    """The result the job's child stored in this sweep, or why there is none."""
+    path = current_path(results_dir, job.session)
+    try:
+        result = load(path)
+    except ResultError:
+        return "it stored no result"
+    started = datetime.fromtimestamp(int(job.started), UTC)
+    try:
+        stale = result.run_id == job.before_run or datetime.fromisoformat(result.started) < started
+    except ValueError:
+        stale = True
+    return f"{path} is older than this sweep (run {result.run_id})" if stale else result
+
+
+def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list[str]:
+    """For a teeth child: the require_cudnn run of this sweep whose census it reads. None fresh: no argument, and
+    teeth then runs unchecked (or, scoped, refuses to run) as it would without require_cudnn."""
+    if job.after is None:
+        return []
+    found = fresh_result(job.after, results_dir)
+    if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
+        say(f"{job.session}: starts without the census of {job.after.session}: {_shown(found)}")
+        return []
+    return ["--census", f"{found.session}={found.run_id}"]
+
+
+def collect(job: Job, results_dir: Path, stopped: str | None) -> Result | str:
+    """The job's fresh result, or what fails its cell: a child that stored no result of this sweep, whatever its
+    exit code, with that code and its log's last lines. A fresh result is judged by what it says (a failing
+    verdict also makes the child exit non-zero)."""
+    if job.proc is None:
+        return f"not started: the sweep was interrupted ({stopped})"
+    found = fresh_result(job, results_dir)
+    if isinstance(found, str):
+        why = f"interrupted ({stopped}) before it stored a result" if job.interrupted else found
+        return f"{job.mode}: {why}; its child exited {job.returncode} (log {job.log}): {last_lines(job.log)}"
+    return found
+
+
+def timeline(jobs: Sequence[Job]) -> list[dict[str, object]]:
+    """sweep-timeline.json: each run that started, with its slot, GPU, times, exit code and log."""
+    return [{"cell": j.cell.name, "mode": j.mode, "session": j.session, "gpu": j.gpu, "slot": j.slot,
+             "predicted_s": j.predicted_s, "started": round(j.started, 3), "ended": round(j.ended, 3),
+             "exit": j.returncode, "log": str(j.log), "interrupted": j.interrupted}
+            for j in jobs if j.proc is not None]

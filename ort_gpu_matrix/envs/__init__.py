@@ -1,0 +1,1 @@
+"""envs: see docs/design.md."""

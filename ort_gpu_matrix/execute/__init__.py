@@ -1,0 +1,1 @@
+"""execute: see docs/design.md."""

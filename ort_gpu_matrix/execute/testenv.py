@@ -1,0 +1,47 @@
+"""The environment of the test process: exactly what a mode needs, nothing inherited by accident.
+
+No inherited PYTHONPATH/LD_PRELOAD/PYTEST_ADDOPTS (they would change what the
+tests import and load), the pairing's libraries pinned, the mode's switches set,
+and the probe's channels named. The variables set here are the harness's own:
+a suite's `env` may not override them (the loader rejects them by name).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..config.modes import spec
+from ..config.reserved import HARNESS_PREFIX
+
+# Dropped from the caller's environment: each would change what the test process imports or loads.
+SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
+            "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "ORT_TEST_REQUIRE_CUDNN_SDPA")
+def mode_env(mode: str, provider_options: Mapping[str, str], suite_env: Mapping[str, str], preload: tuple[str, ...],
+             pythonpath: tuple[str, ...], venv: Path, channels: Mapping[str, str],
+             inherited: Mapping[str, str] = os.environ) -> tuple[dict[str, str], dict[str, str]]:
+    """The full environment of the test process, and the part of it the result records."""
+    mode_spec = spec(mode)
+    options = {**provider_options, **mode_spec.forced_options}
+    applied = {
+        "LD_PRELOAD": ":".join(preload),
+        "LD_LIBRARY_PATH": ":".join(dict.fromkeys(os.path.dirname(p) for p in preload)),
+        "PYTHONPATH": ":".join(pythonpath),
+        "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
+        "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
+        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode_spec.require_cudnn else {}),
+        **suite_env,
+    }
+    env = {k: v for k, v in inherited.items() if k not in SCRUBBED and not k.startswith(HARNESS_PREFIX)}
+    env.update({k: v for k, v in applied.items() if v})
+    env.update({
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "VIRTUAL_ENV": str(venv),
+        "PYTHONSAFEPATH": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        **channels,
+    })
+    return env, applied

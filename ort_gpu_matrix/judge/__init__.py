@@ -1,0 +1,1 @@
+"""judge: see docs/design.md."""

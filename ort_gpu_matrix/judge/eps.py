@@ -1,0 +1,233 @@
+"""EP truth: which execution provider served each test that asked for the CUDA EP, and the rules that judge it.
+
+Tests that print no `SdpaKernel=` line (norms, MoE, quantized matmul) say nothing of the kernel that
+ran, and ORT serves a CUDA session on the CPU without raising: its C++ layer skips a CUDA EP whose
+library will not load, its Python wrapper retries a failed CUDA session on the CPU, and `Session.run`
+does the same on EPFail. The values still match, so such a test passes on the CPU. The probe's census
+(ort_matrix_probe/epcensus.py) records, per test, each CUDA-asking session, what served it and its runs
+per EP; this module turns that into a verdict:
+
+- a fallback fails the mode in every mode, unless an `allowed_fallbacks` rule matches both the test and
+  ORT's reason (on a wheel without the CUDA EP a suite allows "^CUDAExecutionProvider is not in this build");
+- a hollow pass (passed, asked for the CUDA EP, made no run it served, and met no fallback that would say
+  why) is counted and shown;
+- a `cuda_runs` rule fails each test that passed, matches it, and made fewer CUDA runs than its `min`;
+- a rule that matches nothing is stale, like every rule.
+
+Only a report of version 3 or later has a census; an older one is judged by nothing here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ort_matrix_probe.schema import EpUse
+
+from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
+from . import flaky as flakes
+from .tiers import function_of
+
+CUDA_EP = "CUDAExecutionProvider"
+JUDGED = ("passed", "xpassed")
+LISTED = 8
+GONE = "it matched no test that ran (gone, renamed or deselected)"
+KIND_TEXT = {
+    "not_in_build": "the wheel has no CUDA EP",
+    "not_loaded": "ORT's C++ layer skipped the CUDA EP and served the CPU, nothing raised",
+    "retried": "ORT's Python wrapper caught the EP error and retried on the CPU",
+    "run_fallback": "Session.run caught EPFail and reran on the CPU",
+}
+
+
+def short_eps(runs: Mapping[str, int]) -> tuple[str, ...]:
+    """The EPs that served runs, as a baseline line names them: CUDA first, `ExecutionProvider` dropped."""
+    served = sorted((ep for ep, n in runs.items() if n), key=lambda ep: (ep != CUDA_EP, ep))
+    return tuple(ep.removesuffix("ExecutionProvider") for ep in served)
+
+
+def test_eps(t: Seen) -> tuple[str, ...] | None:
+    """A test's short EPs from its census entries, or None when it asked for no CUDA session."""
+    if not t.ep:
+        return None
+    runs: Counter[str] = Counter()
+    for use in t.ep:
+        runs.update(use["runs"])
+    return short_eps(runs)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One test met one session that asked for the CUDA EP and was served by another."""
+
+    nodeid: str
+    kind: str  # not_in_build, not_loaded, retried, run_fallback (epcensus.KINDS)
+    asked: list[str]
+    served: list[str]
+    reason: str  # ORT's: its EP error, or the library that would not load (first line, <= 200 characters)
+    allowed_by: str | None = None  # the allowed_fallbacks rule (its test regex) that accepts it
+
+    def line(self) -> str:
+        return (f"{self.nodeid} asked for {', '.join(self.asked)}, served by {', '.join(self.served) or 'nothing'} "
+                f"({KIND_TEXT.get(self.kind, self.kind)}: {self.reason or 'no reason given'})")
+
+
+@dataclass(frozen=True)
+class EpTest:
+    """One test's census: its runs per EP over every session that asked for the CUDA EP."""
+
+    runs: dict[str, int] = field(default_factory=dict)
+    sessions: int = 0
+    errors: list[str] = field(default_factory=list)  # creations that raised, with nothing served (first lines)
+
+    @property
+    def cuda_runs(self) -> int:
+        return self.runs.get(CUDA_EP, 0)
+
+    @property
+    def served(self) -> list[str]:
+        """The EPs that served at least one of its runs, CUDA first."""
+        return sorted((ep for ep, n in self.runs.items() if n), key=lambda ep: (ep != CUDA_EP, ep))
+
+
+@dataclass(frozen=True)
+class EpCensus:
+    """What served the tests that asked for the CUDA EP. `taken`: the probe's report carried a census."""
+
+    taken: bool = False
+    tests: dict[str, EpTest] = field(default_factory=dict)
+    fallbacks: list[Fallback] = field(default_factory=list)  # allowed ones too, marked with their rule
+    hollow: list[str] = field(default_factory=list)  # passed, asked for the CUDA EP, no run it served, no fallback
+
+    @property
+    def cuda_runs(self) -> int:
+        return sum(t.cuda_runs for t in self.tests.values())
+
+    def unallowed(self) -> list[Fallback]:
+        return [f for f in self.fallbacks if f.allowed_by is None]
+
+
+@dataclass
+class Judged:
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stale: list[tuple[str, Any, str, list[str]]] = field(default_factory=list)  # key, rule, what, tests
+
+
+class Seen(flakes.Seen, Protocol):
+    """What the rules read of a test: node id, outcome and its census entries (verdicts.TestResult is one)."""
+
+    @property
+    def ep(self) -> tuple[EpUse, ...]: ...
+
+
+def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
+    """The census of a run's tests, before any rule: fallbacks not yet allowed, hollow passes found."""
+    per_test: dict[str, EpTest] = {}
+    fallbacks: list[Fallback] = []
+    hollow: list[str] = []
+    for t in tests:
+        if not t.ep:
+            continue
+        runs: Counter[str] = Counter()
+        for use in t.ep:
+            runs.update({str(k): int(v) for k, v in use["runs"].items()})
+            kind = use.get("fallback")
+            if kind:
+                fallbacks.append(Fallback(t.nodeid, kind, list(use["asked"]), list(use["served"]),
+                                          use.get("reason", "")))
+        errors = [u.get("error", "") for u in t.ep if u.get("error")]
+        entry = EpTest(dict(sorted(runs.items())), len(t.ep), errors)
+        per_test[t.nodeid] = entry
+        if t.outcome in JUDGED and not entry.cuda_runs and not any(u.get("fallback") for u in t.ep):
+            hollow.append(t.nodeid)  # a fallback already says why it made no CUDA run
+    return EpCensus(taken, per_test, fallbacks, sorted(hollow))
+
+
+def _listing(items: Sequence[str]) -> str:
+    shown = "; ".join(sorted(items)[:LISTED])
+    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
+
+
+def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:
+    """The test regex of the first rule that accepts this test's fallback with ORT's reason, or None."""
+    rule = next((r for r in rules if re.search(r.test, nodeid) and re.search(r.error, reason)), None)
+    return None if rule is None else rule.test
+
+
+def _made(entry: EpTest) -> str:
+    """What a test that made no (or too few) CUDA runs did instead."""
+    others = ", ".join(f"{ep} x{n}" for ep, n in entry.runs.items() if n and ep != CUDA_EP)
+    made = f"its runs were served by {others}" if others else "it made no run at all"
+    return made + (f"; its CUDA session failed: {entry.errors[0]}" if entry.errors else "")
+
+
+def unallowed_fallback(expect: DispatchExpect, t: Seen) -> bool:
+    """Whether a test met a fallback that no allowed_fallbacks rule accepts (what confirmation reruns)."""
+    return any(use.get("fallback") and _allowed(expect.allowed_fallbacks, t.nodeid, use.get("reason", "")) is None
+               for use in t.ep)
+
+
+def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[EpCensus, Judged]:
+    """The census with every rule applied: reasons for fallbacks no rule allows and broken cuda_runs rules,
+    a warning for hollow passes, and the stale rules."""
+    raw = census(tests, taken)
+    out = Judged()
+    fallbacks = [dataclasses.replace(f, allowed_by=_allowed(expect.allowed_fallbacks, f.nodeid, f.reason))
+                 for f in raw.fallbacks]
+    result = EpCensus(taken, raw.tests, fallbacks, raw.hollow)
+    bad = result.unallowed()
+    if bad:
+        tests_hit = sorted({f.nodeid for f in bad})
+        out.reasons.append(f"{len(tests_hit)} test(s) asked for the CUDA EP and were served by another (no "
+                           f"allowed_fallbacks rule matches): {_listing([f.line() for f in bad])}")
+    for rule in expect.allowed_fallbacks:
+        if any(f.allowed_by == rule.test and re.search(rule.error, f.reason) for f in fallbacks):
+            continue
+        near = [f.line() for f in fallbacks if re.search(rule.test, f.nodeid)]
+        ran = [t.nodeid for t in tests if re.search(rule.test, t.nodeid)]
+        what = ("no fallback had a reason it matches" if near else
+                "no test it matches fell back" if ran else GONE)
+        out.stale.append(("allowed_fallbacks", rule, what, near or ran))
+    for runs_rule in expect.cuda_runs:
+        out.reasons += _cuda_runs(runs_rule, tests, result, out)
+    if result.hollow:
+        lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
+        out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "
+                            f"served: {_listing(lines)}")
+    return result, out
+
+
+def _cuda_runs(rule: CudaRunsRule, tests: Sequence[Seen], census_: EpCensus, out: Judged) -> list[str]:
+    judged = [t for t in tests if t.outcome in JUDGED and re.search(rule.test, t.nodeid)]
+    if not judged:
+        others = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        out.stale.append(("cuda_runs", rule, "it matched no test that passed" if others else GONE, others))
+        return []
+    short = []
+    for t in judged:
+        entry = census_.tests.get(t.nodeid)
+        if entry is None:
+            short.append(f"{t.nodeid} made 0 CUDA run(s) (it asked for no CUDA session)")
+        elif entry.cuda_runs < rule.min:
+            detail = f" ({_made(entry)})" if not entry.cuda_runs else ""
+            short.append(f"{t.nodeid} made {entry.cuda_runs} CUDA run(s){detail}")
+    if not short:
+        return []
+    return [f"cuda_runs rule {rule.test!r} (min {rule.min}) broken by {len(short)} test(s): {_listing(short)}"]
+
+
+def cuda_rules(runs: Sequence[EpCensus], outcomes: Sequence[Mapping[str, str]]) -> list[str]:
+    """The test functions calibrate writes a cuda_runs rule for: every case that passed in every run ran on
+    CUDA (and at least one passed). `outcomes[i]` are the node id -> outcome of run i."""
+    by_function: dict[str, list[bool]] = {}
+    for census_, seen in zip(runs, outcomes, strict=True):
+        for nodeid, outcome in seen.items():
+            if outcome not in JUDGED:
+                continue
+            entry = census_.tests.get(nodeid)
+            by_function.setdefault(function_of(nodeid), []).append(bool(entry and entry.cuda_runs))
+    return sorted(f for f, ran in by_function.items() if ran and all(ran))

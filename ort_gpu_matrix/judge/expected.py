@@ -1,0 +1,53 @@
+"""Which outcomes were expected: the one place that says so, for the result and every report form.
+
+A known failure, a known-flaky test within its rule's set, a declared toothless test, an allowed
+skip and the canary's bite in teeth are accepted by the suite's expectations; a reader must see them apart from the failures nobody
+expected, or a red run that is red on purpose hides the one test that is new. The kind is decided
+once, when the run is judged (the skip's reason and the failure's message are at hand then), and is
+stored in the result (`Result.expected`), so a report built from result files later says the same.
+
+To add a kind, add its name beside the others and one check in `why_expected`; the renderers need
+nothing new. A test a known_flaky rule matches is judged by that rule alone (flakes.py, as the
+verdict does): a failure or skip within its set is expected, anything outside it is not.
+
+A pass that broke a tier rule (tierrules.py, `Result.tier_breaks`) is unexpected, not "ok": the
+verdict fails on it, so a grid that showed it as a plain pass would hide the one cell that is red.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ..config.model import DispatchExpect, PassExpect, TeethExpect
+from .flaky import as_set, rule_for, within
+from .verdicts import TeethCoverage, TestResult, first_line
+
+KNOWN_FAILURE = "known failure"
+KNOWN_FLAKY = "known flaky"
+DECLARED_TOOTHLESS = "declared toothless"
+ALLOWED_SKIP = "allowed skip"
+BITTEN = "bitten"  # teeth: the canary's exact message, the outcome teeth exists for
+KINDS = (KNOWN_FAILURE, KNOWN_FLAKY, DECLARED_TOOTHLESS, ALLOWED_SKIP, BITTEN)
+FAILING = ("failed", "error")
+
+def why_expected(expect: DispatchExpect, test: TestResult, coverage: TeethCoverage | None) -> str | None:
+    """The kind of expectation that accepted this test's outcome in this mode, or None."""
+    if isinstance(expect, TeethExpect) and test.outcome == "failed" and first_line(test.message) == expect.message:
+        return BITTEN  # the verdict counts a bite whatever else matches the test
+    flaky = rule_for(expect.known_flaky, test.nodeid)
+    if flaky is not None and test.outcome in (*FAILING, "skipped"):
+        return KNOWN_FLAKY if within(as_set(flaky), test.outcome, test.sdpa) else None
+    if test.outcome in FAILING:
+        if any(re.search(r.test, test.nodeid) for r in expect.known_failures):
+            return KNOWN_FAILURE
+        return None
+    if test.outcome == "skipped" and isinstance(expect, PassExpect):
+        return ALLOWED_SKIP if any(re.search(p, test.message) for p in expect.allowed_skips) else None
+    if coverage is not None and test.nodeid in coverage.declared_toothless:
+        return DECLARED_TOOTHLESS
+    return None
+
+
+def expected_of(expect: DispatchExpect, tests: Iterable[TestResult], coverage: TeethCoverage | None) -> dict[str, str]:
+    """Node id -> kind, for every test whose outcome an expectation accepted."""
+    return {t.nodeid: kind for t in tests if (kind := why_expected(expect, t, coverage)) is not None}

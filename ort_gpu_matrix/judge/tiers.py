@@ -1,0 +1,126 @@
+"""Tier rules: which kernel a test must run, for the many tests that never check their own tier.
+
+ORT's CUDA attention tests pick a kernel (ORT_DISABLE_FLASH_ATTENTION, a class per kernel) and then
+compare values only, and a value check holds on every tier. The census knows which tier each test
+dispatched; a rule turns that into a verdict: every test that passed and whose node id the rule's
+regex finds dispatched at least one tier, and only tiers the rule lists.
+
+- Only tests that passed (or xpassed) are judged: a skip is judged by allowed_skips and a failure by
+  known_failures, and neither says which kernel the test meant to pass on.
+- A test several rules match must satisfy each of them, so the tiers it may dispatch are the
+  intersection of their `only` lists. Each broken rule is its own reason: a broad rule and a narrow
+  one never hide each other.
+- Tier names are an open list: a rule may name XQA or any tier a later ORT prints.
+- A rule that matches no test that passed is stale, like any other rule.
+
+Grouping by test function (function_of) is shared by calibrate, which writes one rule per function,
+and by the report's tier table, which folds a function's parameterized cases into one row.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..config.expectfile import literal_regex
+from ..config.kernels import MATH
+from ..config.model import TierRule
+from .flaky import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
+
+JUDGED = ("passed", "xpassed")
+LISTED = 8
+GONE = "it matched no test that ran (gone, renamed or deselected)"
+# unittest `parameterized.expand` names its cases <function>_<index>[_<params>] (test_gqa_past_flash_0_b2_s1)
+_EXPAND = re.compile(r"(.+?)_[0-9]+(?:_.*)?")
+_CASES = r"(?:_[0-9]+(?:_.*)?)?(?:\[.*\])?$"  # what a function's node id may carry after its name
+
+
+def function_of(nodeid: str) -> str:
+    """The test function a node id is a case of: without pytest's `[params]`, and without the
+    `_<index>[_<params>]` that unittest's parameterized.expand appends to a method name."""
+    head, sep, name = nodeid.rpartition("::")
+    name = name.split("[", 1)[0]
+    m = _EXPAND.fullmatch(name)
+    return head + sep + (m.group(1) if m else name)
+
+
+def function_regex(function: str) -> str:
+    """A regex that matches the node ids of every case of `function` (as function_of groups them)."""
+    return literal_regex(function)[:-1] + _CASES
+
+
+def dispatched(tiers: Sequence[str]) -> str:
+    """`EFFICIENT_ATTENTION x2, XQA x1` in the order they first ran, or `nothing`."""
+    return ", ".join(f"{t} x{n}" for t, n in Counter(tiers).items()) or "nothing"
+
+
+def rule_text(rule: TierRule) -> str:
+    return f"{rule.test!r} (only {', '.join(rule.only)})"
+
+
+@dataclass(frozen=True)
+class Break:
+    """One test that broke one rule: what it dispatched against what the rule allows."""
+
+    rule: TierRule
+    nodeid: str
+    tiers: tuple[str, ...]
+
+    def line(self) -> str:
+        return f"{self.nodeid} dispatched {dispatched(self.tiers)}"
+
+    def to_dict(self, mode: str) -> dict[str, str]:
+        return {"mode": mode, "nodeid": self.nodeid, "function": function_of(self.nodeid),
+                "dispatched": ", ".join(dict.fromkeys(self.tiers)), "rule": self.rule.test,
+                "only": ", ".join(self.rule.only)}
+
+
+@dataclass(frozen=True)
+class Stale:
+    rule: TierRule
+    what: str
+    tests: list[str]
+
+
+@dataclass
+class Judged:
+    reasons: list[str] = field(default_factory=list)
+    breaks: list[Break] = field(default_factory=list)
+    stale: list[Stale] = field(default_factory=list)
+
+
+def _listing(items: list[str]) -> str:
+    shown = "; ".join(items[:LISTED])
+    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
+
+
+def breaks_of(rule: TierRule, tests: Sequence[Ran]) -> list[Break]:
+    return [Break(rule, t.nodeid, tuple(t.sdpa)) for t in tests if t.outcome in JUDGED
+            and re.search(rule.test, t.nodeid) and (not t.sdpa or any(x not in rule.only for x in t.sdpa))]
+
+
+def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
+    """Every rule against every test that passed: one reason per broken rule, naming its tests."""
+    out = Judged()
+    for rule in rules:
+        broken = breaks_of(rule, tests)
+        if broken:
+            out.breaks += broken
+            out.reasons.append(f"tier rule {rule_text(rule)} broken by {len(broken)} test(s): "
+                               + _listing([b.line() for b in broken]))
+        if any(t.outcome in JUDGED and re.search(rule.test, t.nodeid) for t in tests):
+            continue
+        others = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        out.stale.append(Stale(rule, "it matched no test that passed" if others else GONE, others))
+    return out
+
+
+def teeth_warning(tests: Sequence[Ran]) -> str | None:
+    """Teeth forces MATH into every CUDA session, so a tier other than MATH there means the forcing did
+    not reach that test's session: what teeth says about it proves nothing. Tier rules are not applied."""
+    leaks = [f"{t.nodeid} dispatched {dispatched(t.sdpa)}" for t in tests if any(x != MATH for x in t.sdpa)]
+    if not leaks:
+        return None
+    return (f"{len(leaks)} test(s) dispatched a tier other than {MATH} with {MATH} forced (the forcing did not "
+            f"reach their sessions): {_listing(leaks)}")

@@ -1,0 +1,1 @@
+"""report: see docs/design.md."""

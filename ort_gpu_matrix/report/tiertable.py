@@ -1,0 +1,113 @@
+"""Tiers by test function: the table a user writes the first tier rules from, and sees them broken in.
+
+One row per test function (its parameterized cases folded, tierrules.function_of), one column per tier
+any of them dispatched (whatever its name: XQA too), each count the number of the function's cases
+that dispatched that tier in any cell's normal or require_cudnn run. Teeth is left out: MATH is forced
+there. A tier a broken rule did not allow is marked, and so is `no tier` when a case broke a rule by
+dispatching nothing.
+
+Where the runs carry an EP census (eprules.py), two more columns say what served the function's
+CUDA-asking sessions: its runs the CUDA EP served, and its cases that fell back (marked where no
+allowed_fallbacks rule accepts it) or passed hollow. Functions that print no tier (norms, MoE) get a
+row for these alone.
+
+Kept compact for suites of thousands of tests: only functions that dispatched something, broke a
+rule or asked for the CUDA EP, broken ones first, at most `limit` rows, and the count of the functions
+left out. Every test's tiers and EPs stay in each result's census.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..judge.tiers import function_of
+from ..store.results import Result
+
+NONE = "no tier"
+JUDGED_MODES = ("normal", "require_cudnn")
+
+
+@dataclass
+class Row:
+    function: str
+    cases: set[str] = field(default_factory=set)  # node ids with an outcome
+    by_tier: dict[str, set[str]] = field(default_factory=dict)  # tier -> node ids that dispatched it
+    silent: set[str] = field(default_factory=set)  # node ids that passed and dispatched nothing anywhere
+    marked: set[str] = field(default_factory=set)  # tiers (or NONE) a broken rule did not allow
+    rules: set[str] = field(default_factory=set)  # the broken rules' regexes
+    asked: set[str] = field(default_factory=set)  # node ids with a CUDA-asking session (the EP census)
+    cuda_runs: int = 0  # runs the CUDA EP served, over its cases and cells
+    fell_back: set[str] = field(default_factory=set)  # node ids whose CUDA-asking session another EP served
+    unallowed: set[str] = field(default_factory=set)  # of those, the ones no allowed_fallbacks rule accepts
+    hollow: set[str] = field(default_factory=set)  # passed, asked for the CUDA EP, made no CUDA run
+
+    @property
+    def broken(self) -> bool:
+        return bool(self.rules or self.unallowed)
+
+    def ep_cells(self, mark: str) -> tuple[str, str]:
+        """The CUDA runs and fallbacks columns: `12`, `2 ✗` (unallowed), `1 hollow`, `-`."""
+        fallbacks = f"{len(self.fell_back)}" + (f" {mark}" if self.unallowed else "") if self.fell_back else ""
+        hollow = f"{len(self.hollow)} hollow" if self.hollow else ""
+        return (str(self.cuda_runs) if self.asked else "-"), ", ".join(x for x in (fallbacks, hollow) if x) or "-"
+
+    def count(self, tier: str) -> int:
+        return len(self.silent) if tier == NONE else len(self.by_tier.get(tier, ()))
+
+
+@dataclass(frozen=True)
+class TierTable:
+    tiers: list[str]  # the columns: every tier a shown row dispatched, then NONE when a row has one
+    rows: list[Row]
+    left_out: int  # functions with a tier or a break not shown (over the limit)
+    ep: bool = False  # some run carried an EP census with a CUDA-asking test: show its columns
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+
+def tier_table(results: Sequence[Result], limit: int) -> TierTable:
+    rows: dict[str, Row] = {}
+    for r in results:
+        if r.mode not in JUDGED_MODES:
+            continue
+        for nodeid, outcome in r.outcomes.items():
+            row = rows.setdefault(function_of(nodeid), Row(function_of(nodeid)))
+            row.cases.add(nodeid)
+            for tier in r.dispatch.tests.get(nodeid, []):
+                row.by_tier.setdefault(tier, set()).add(nodeid)
+            if outcome in ("passed", "xpassed") and not r.dispatch.tests.get(nodeid):
+                row.silent.add(nodeid)
+        for nodeid, entry in r.ep.tests.items():
+            row = rows.setdefault(function_of(nodeid), Row(function_of(nodeid)))
+            row.asked.add(nodeid)
+            row.cuda_runs += entry.cuda_runs
+        for f in r.ep.fallbacks:
+            row = rows.setdefault(function_of(f.nodeid), Row(function_of(f.nodeid)))
+            row.fell_back.add(f.nodeid)
+            if f.allowed_by is None:
+                row.unallowed.add(f.nodeid)
+        for nodeid in r.ep.hollow:
+            rows.setdefault(function_of(nodeid), Row(function_of(nodeid))).hollow.add(nodeid)
+        for b in r.tier_breaks:
+            row = rows.setdefault(b["function"], Row(b["function"]))
+            allowed = set(b["only"].split(", "))
+            tiers = [t for t in b["dispatched"].split(", ") if t]
+            row.marked |= {t for t in tiers if t not in allowed} or {NONE}
+            row.rules.add(b["rule"])
+    for row in rows.values():  # a case that dispatched in another cell is not silent
+        row.silent -= {n for ids in row.by_tier.values() for n in ids}
+    shown = sorted((r for r in rows.values() if r.by_tier or r.broken or r.asked), key=lambda r: (not r.broken, r.function))
+    kept = shown[:limit]
+    tiers = sorted({t for r in kept for t in r.by_tier})
+    if any(r.count(NONE) or NONE in r.marked for r in kept):
+        tiers.append(NONE)
+    return TierTable(tiers, kept, len(shown) - len(kept), any(r.asked for r in kept))
+
+
+def cell(row: Row, tier: str, mark: str) -> str:
+    """A count as a table shows it: `6`, `6 ✗` where a broken rule did not allow the tier, `-` for none."""
+    n = row.count(tier)
+    text = str(n) if n else "-"
+    return f"{text} {mark}" if tier in row.marked else text

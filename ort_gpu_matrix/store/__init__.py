@@ -1,0 +1,1 @@
+"""store: see docs/design.md."""

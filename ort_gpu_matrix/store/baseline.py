@@ -1,0 +1,254 @@
+"""A baseline: what a sweep found, per cell and mode, kept small enough to commit and to diff.
+
+A release engineer saves the last release's sweep as `baselines/<name>.json` and compares the next
+release's sweep against it. Only what a comparison needs is kept: the verdict, the counts, each
+test's outcome with the tiers it dispatched and, when it asked for the CUDA EP, the EPs that served
+its runs (one line per test), the teeth coverage, a summary of the library audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from ..judge.eps import short_eps
+from ..util import typecheck
+from ..util.fs import write_atomic
+from .results import Result
+
+BASELINE_VERSION = 2  # 2: each test's line names the EPs that served it (ep=CUDA) when it asked for the CUDA EP
+READS = (1, 2)  # a version 1 line has no ep= token: nothing is known of its EPs, so no `ep` change is named
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+class BaselineError(Exception):
+    """A baseline that cannot be read or written; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class TestLine:
+    outcome: str
+    tiers: tuple[str, ...] = ()  # the set of tiers it dispatched, sorted
+    reruns: int = 0
+    # the EPs that served its runs, short (CUDA, CPU), CUDA first; () it asked for the CUDA EP and made no run;
+    # None: it asked for no CUDA session, or the line predates the census
+    eps: tuple[str, ...] | None = None
+
+    def encode(self) -> str:
+        ep = [] if self.eps is None else [f"ep={','.join(self.eps) or 'none'}"]
+        return " ".join([self.outcome, *self.tiers, *ep, *([f"reruns={self.reruns}"] if self.reruns else [])])
+
+    @classmethod
+    def decode(cls, text: str) -> TestLine:
+        """`passed CUDNN_FLASH_ATTENTION ep=CUDA reruns=1`; anything else is refused with what was wrong."""
+        outcome, *rest = text.split() or [""]
+        if outcome not in OUTCOMES:
+            raise ValueError(f"{outcome!r} is not an outcome ({', '.join(OUTCOMES)})")
+        reruns = [t.split("=", 1)[1] for t in rest if t.startswith("reruns=")]
+        if len(reruns) > 1 or (reruns and not reruns[0].isdigit()):
+            raise ValueError(f"{text!r}: reruns= must be given once, as a whole number")
+        eps = [t.split("=", 1)[1] for t in rest if t.startswith("ep=")]
+        if len(eps) > 1 or (eps and not re.fullmatch(r"none|[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*", eps[0])):
+            raise ValueError(f"{text!r}: ep= must be given once, as EP names joined by commas (CUDA,CPU) or none")
+        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=")))
+        if not all(re.fullmatch(r"[A-Z][A-Z0-9_]*", t) for t in tiers):
+            raise ValueError(f"{text!r}: tiers are written as SdpaKernel names (CUDNN_FLASH_ATTENTION, MATH)")
+        served = None if not eps else () if eps[0] == "none" else tuple(eps[0].split(","))
+        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served)
+
+
+@dataclass(frozen=True)
+class _LibraryJSON:
+    """The library summary as stored: checked on load, so a comparison never meets a list where a dict was."""
+
+    pinned: dict[str, str] = field(default_factory=dict)
+    cudnn_copies: list[str] = field(default_factory=list)
+    cudnn_by_name: list[str] = field(default_factory=list)
+    cudart_by_name: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _ModeJSON:
+    verdict: Literal["pass", "fail"]
+    counts: dict[str, int]
+    tests: dict[str, str]
+    teeth: dict[str, list[str]] | None = None
+    library: _LibraryJSON | None = None
+    provenance: dict[str, str | float | None] | None = None
+    teeth_scope: Literal["all", "cudnn"] = "all"
+    isolation: Literal["restore", "report", "off", "unknown"] = "unknown"
+    ep_census: bool = False
+
+
+@dataclass(frozen=True)
+class _BaselineJSON:
+    baseline_version: int
+    cells: dict[str, dict[str, _ModeJSON]]
+    name: str = ""
+    created: str = ""
+
+
+@dataclass(frozen=True)
+class ModeRecord:
+    verdict: str
+    counts: dict[str, int]
+    tests: dict[str, TestLine]
+    teeth: dict[str, list[str]] | None  # bitten and toothless test ids, when coverage was checked
+    library: dict[str, Any]  # by-name cudnn and cudart (file and version), the cuDNN copies mapped
+    provenance: dict[str, Any]
+    teeth_scope: str = "all"  # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
+    # restore, report or off: whether the run's tiers could depend on test order (pollution.py). "unknown":
+    # saved before isolation existed (an optional key, so older baselines still read and older readers skip it)
+    isolation: str = "unknown"
+    # its run carried an EP census (results of schema 3): only then does a line without ep= mean "asked for no
+    # CUDA session"; from older results, or baselines saved before it, nothing is known and no ep change is named
+    ep_census: bool = False
+
+    @classmethod
+    def of(cls, r: Result) -> ModeRecord:
+        tiers, ep = r.dispatch.tests, r.ep.tests
+        tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0),
+                             short_eps(ep[n].runs) if n in ep else None) for n, o in r.outcomes.items()}
+        cov = r.teeth_coverage
+        teeth = None
+        if cov is not None and cov.checked:
+            teeth = {"bitten": sorted(cov.bitten_tests),
+                     "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
+        return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
+                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
+                "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())},
+                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {}), "isolation": self.isolation,
+                **({"ep_census": True} if self.ep_census else {})}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
+        return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
+                   d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")),
+                   str(d.get("isolation", "unknown")), bool(d.get("ep_census", False)))
+
+
+def library_summary(r: Result) -> dict[str, Any]:
+    """What served the tests, across the run's test processes: the by-name resolutions and the cuDNN copies."""
+    by_name: dict[str, set[str]] = {"cudnn": set(), "cudart": set()}
+    copies: set[str] = set()
+    for audit in r.libraries.audits:
+        names: dict[str, Any] = dict(audit.get("by_name", {}))
+        for lib in by_name:
+            hit: dict[str, Any] = names.get(lib) or {}
+            if hit.get("file"):
+                by_name[lib].add(f"{hit['file']} ({hit.get('version')})")
+        for c in audit.get("cudnn_copies", []):
+            copies.add(f"{c['file']} ({c.get('file_version') or 'version unknown'})")
+    return {"pinned": {k: v for k, v in r.libraries.pinned.items() if v}, "cudnn_copies": sorted(copies),
+            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}}
+
+
+def provenance_summary(r: Result) -> dict[str, Any]:
+    p = r.provenance
+    ort: dict[str, Any] = dict(p.ort or {})
+    torch: dict[str, Any] = dict(p.torch or {})
+    return {"ort": f"{ort.get('distribution')} {ort.get('version')}" if ort else None,
+            "ort_cuda": ort.get("cuda_version"), "ort_wheel_sha256": p.ort_wheel_sha256,
+            "torch": f"{torch.get('version')} (cuda {torch.get('cuda')})" if torch else None,
+            "python": p.python, "host": r.host}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    cells: dict[str, dict[str, ModeRecord]]  # cell name -> mode -> record
+    name: str = ""
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @classmethod
+    def of(cls, results: list[Result], name: str = "") -> Baseline:
+        cells: dict[str, dict[str, ModeRecord]] = {}
+        for r in results:
+            cells.setdefault(r.cell.name, {})[r.mode] = ModeRecord.of(r)
+        return cls(cells, name)
+
+    def to_json(self) -> str:
+        data = {"baseline_version": BASELINE_VERSION, "name": self.name, "created": self.created,
+                "cells": {c: {m: rec.to_dict() for m, rec in modes.items()} for c, modes in self.cells.items()}}
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    def save(self, path: Path) -> None:
+        try:
+            write_atomic(path, self.to_json())
+        except OSError as exc:
+            raise BaselineError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Baseline:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise BaselineError(f"{path}: no such baseline; save one with `nox -s sweep -- --save-baseline NAME`") from None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BaselineError(f"{path}: cannot be read as a baseline ({exc})") from None
+        if not isinstance(data, dict) or data.get("baseline_version") not in READS:
+            version = data.get("baseline_version") if isinstance(data, dict) else None
+            raise BaselineError(f"{path}: baseline_version {version!r} is not one this ort-gpu-matrix reads "
+                                f"({', '.join(map(str, READS))}); re-save it from the results it was made from")
+        wrong = typecheck.problems(_BaselineJSON, data)
+        for cell, modes in data["cells"].items() if not wrong else ():
+            for mode, rec in modes.items():
+                for test, line in rec["tests"].items():
+                    try:
+                        TestLine.decode(line)
+                    except ValueError as exc:
+                        wrong.append(f"cells.{cell}.{mode}.tests.{test}: {exc}")
+                wrong += [f"cells.{cell}.{mode}.teeth: needs the lists bitten and toothless"
+                          for teeth in [rec.get("teeth")] if teeth is not None and set(teeth) != {"bitten", "toothless"}]
+        if wrong:
+            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+            raise BaselineError(f"{path}: is not a well-formed baseline: {'; '.join(wrong[:3])}{more}; "
+                                "re-save it with `nox -s sweep -- --save-baseline NAME`")
+        cells = {c: {m: ModeRecord.from_dict(rec) for m, rec in modes.items()} for c, modes in data["cells"].items()}
+        return cls(cells, str(data.get("name", "")), str(data.get("created", "")))
+
+    def merged_over(self, earlier: Baseline) -> tuple[Baseline, list[str]]:
+        """This sweep's records over an earlier baseline's: what this sweep did not run is kept, and named."""
+        cells = {c: dict(modes) for c, modes in earlier.cells.items()}
+        kept = sorted(f"{c} {m}" for c, modes in earlier.cells.items() for m in modes
+                      if m not in self.cells.get(c, {}))
+        for c, modes in self.cells.items():
+            cells.setdefault(c, {}).update(modes)
+        return Baseline(cells, self.name, self.created), kept
+
+    def modes(self) -> set[tuple[str, str]]:
+        return {(c, m) for c, modes in self.cells.items() for m in modes}
+
+
+def baselines_dir(matrix_file: Path) -> Path:
+    """MATRIX_BASELINES, else baselines/ beside the matrix file: baselines are files users commit."""
+    env = os.environ.get("MATRIX_BASELINES")
+    return Path(env).resolve() if env else matrix_file.parent / "baselines"
+
+
+def resolve_baseline(name_or_file: str, matrix_file: Path) -> Path:
+    """For --baseline (read only): a path as given if it names a .json file, else baselines/<name>.json."""
+    p = Path(name_or_file)
+    if p.suffix == ".json" or os.sep in name_or_file:
+        return p.resolve()
+    return baselines_dir(matrix_file) / f"{check_name(name_or_file, '--baseline')}.json"
+
+
+def check_name(name: str, option: str = "--save-baseline") -> str:
+    """A baseline name is a name: it becomes baselines/NAME.json and can point nowhere else."""
+    if not NAME.fullmatch(name) or ".." in name:
+        raise BaselineError(f"{option} {name!r}: a baseline name is letters, digits, '.', '_', '+' and '-', starting "
+                            "with a letter or digit (no '/', no '..', not empty); it is saved as baselines/NAME.json")
+    return name
+
+
+def save_path(name: str, matrix_file: Path) -> Path:
+    """Where --save-baseline NAME writes: baselines/NAME.json, and nowhere else."""
+    return baselines_dir(matrix_file) / f"{check_name(name)}.json"

@@ -1,0 +1,355 @@
+"""The result of one mode session: a typed, versioned Result, stored as one bundle per run.
+
+Results are read back by people, by reports, and by the baselines made from them
+that are kept for years, so every field is typed here and the file carries `schema_version`. A reader
+refuses a version it does not know instead of guessing at it.
+
+Each run stores its result, log, junit file and probe report together, as one
+directory `runs/<session>/<run id>/` that appears whole or not at all, and then
+`<session>.json` (the current result) is replaced by a copy of it. The current
+result is removed when a run starts, so a run that is interrupted, or that
+cannot write (a full disk), never leaves an older result looking current.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import types
+import typing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
+
+from ..execute.mode_run import RunOutcome
+from ..host import gpus
+from ..host.ortsource import SourceTree
+from ..judge import pollution
+from ..judge.eps import EpCensus
+from ..judge.pollution import UNKNOWN, Pollution
+from ..judge.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
+from ..plan.cells import Cell
+from ..util import typecheck
+from ..util.fs import UMASK, copy_atomic, write_json
+from .confirmation import Confirmation
+
+SCHEMA_VERSION = 3  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep)
+# a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
+# result reads with no EP census (ep.taken false: nothing is known of which EP served its tests)
+READS = (1, 2, 3)
+T = TypeVar("T")
+
+
+class ResultError(Exception):
+    """A result file that cannot be read as a Result; the message names the file."""
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    name: str
+    python: str
+    ort: str
+    torch: str
+    libs: str
+    suite: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What ran: the probe's view from inside the test process, plus the wheel's hash from the install.
+
+    `ort_imported_version` (onnxruntime.__version__ in the test process) and `source` (the ORT tree the
+    tests came from) were added later as optional fields: results stored before them read as None."""
+
+    python: str | None = None
+    python_executable: str | None = None
+    ort: OrtProvenance | None = None
+    torch: TorchProvenance | None = None
+    ort_wheel_sha256: str | None = None
+    ort_imported_version: str | None = None
+    source: SourceTree | None = None
+
+    @classmethod
+    def of(cls, report: ProbeReport | None, ort_wheel_sha256: str | None, source: SourceTree | None = None) -> Provenance:
+        seen = report["provenance"] if report else None
+        if not seen:
+            return cls(ort_wheel_sha256=ort_wheel_sha256, source=source)
+        return cls(seen["python"], seen["python_executable"], seen["ort"], seen["torch"], ort_wheel_sha256,
+                   seen.get("ort_imported_version"), source)
+
+    @property
+    def wheel_version(self) -> str | None:
+        """The version the wheel reported in the test process, else the one its dist-info names."""
+        return self.ort_imported_version or (self.ort["version"] if self.ort else None)
+
+
+@dataclass(frozen=True)
+class VenvInfo:
+    path: str
+    fingerprint: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Result:
+    session: str
+    mode: str
+    cell: CellInfo
+    verdict: Status
+    reasons: list[str]
+    warnings: list[str]
+    counts: Counts
+    pytest_exit_code: int | None  # None: the harness stopped the run before pytest ended
+    started: str
+    duration_s: float
+    env: dict[str, str]
+    command: list[str]
+    workdir: str
+    log: str | None
+    junit: str | None
+    report: str | None
+    provenance: Provenance
+    dispatch: Dispatch
+    libraries: Libraries
+    teeth_coverage: TeethCoverage | None
+    venv: VenvInfo
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)  # node id -> outcome
+    reruns: dict[str, int] = dataclasses.field(default_factory=dict)  # node id -> failed attempts rerun
+    host: str = ""
+    gpu: dict[str, str | None] | None = None  # CUDA_VISIBLE_DEVICES as given, and that GPU's index, UUID and name
+    run_id: str = ""
+    bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
+    stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
+    gpu_memory: dict[str, Any] | None = None  # peak_mib, how, samples: nvidia-smi sampled through the run (gpumem.py)
+    stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
+    pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
+    tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
+    known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
+    confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
+    # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
+    expected: dict[str, str] | None = None
+    # a confirmation rerun's own bundle: the run id of the run it reran (never a session's current result); the
+    # scheduler's last duration and peak skip it, since a rerun of a few tests says nothing of a whole run
+    rerun_of: str | None = None
+    ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (eprules.py)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Status.PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version,
+                **{k: v for k, v in _plain(self).items() if k != "schema_version"}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        version = data.get("schema_version")
+        if version not in READS:
+            raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads "
+                              f"({', '.join(map(str, READS))})")
+        wrong = typecheck.problems(cls, data)
+        if wrong:
+            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+            raise ResultError("is not a well-formed result: " + "; ".join(wrong[:3]) + more)
+        return dataclasses.replace(_build(cls, data), schema_version=SCHEMA_VERSION)  # read, it is today's shape
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready data: nested dataclasses by their fields (or their own to_dict), enums by value."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        own = getattr(value, "to_dict", None)
+        if own is not None and not isinstance(value, Result):
+            return own()
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Status):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+plain = _plain  # for the sweep's own JSON (sweep.json), which holds parts of results
+
+
+def _build(cls: type[T], data: Any) -> T:
+    """A dataclass from its plain form, nested dataclasses and enums included; missing keys take defaults."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in data:
+            continue
+        kwargs[f.name] = _field(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _field(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _build(hint, value)
+    item = typing.get_args(hint)[0] if typing.get_origin(hint) is list and typing.get_args(hint) else None
+    if isinstance(item, type) and dataclasses.is_dataclass(item):
+        return [_build(item, v) for v in value]
+    if hint is Status:
+        return Status(value)
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return [_build(args[0], v) for v in value]
+    if typing.get_origin(hint) is dict and len(args) == 2 and isinstance(args[1], type) \
+            and dataclasses.is_dataclass(args[1]):
+        return {k: _build(args[1], v) for k, v in value.items()}
+    return value
+
+
+def new_run_id(started: float) -> str:
+    """Sortable by start time, unique across hosts: 20261130T061203Z-3fa2c1d8."""
+    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dict[str, Any], outcome: RunOutcome,
+          verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
+    """The one place a Result is made: from the run's outcome and its verdict."""
+    isolation, polluters = pollution.of(outcome.report)
+    return Result(
+        session=session,
+        mode=mode,
+        cell=CellInfo(cell.name, cell.python, cell.ort.id, cell.torch.id, cell.libs.id, cell.suite.id),
+        verdict=verdict.status,
+        reasons=verdict.reasons,
+        warnings=verdict.warnings,
+        counts=verdict.counts,
+        pytest_exit_code=outcome.exit_code,
+        started=datetime.fromtimestamp(outcome.started, UTC).isoformat(timespec="seconds"),
+        duration_s=outcome.duration_s,
+        env=outcome.env,
+        command=outcome.command,
+        workdir=str(outcome.workdir),
+        log=None,
+        junit=None,
+        report=None,
+        provenance=Provenance.of(outcome.report, fingerprint.get("ort_sha256"), source),
+        dispatch=verdict.dispatch,
+        libraries=verdict.libraries,
+        teeth_coverage=verdict.teeth_coverage,
+        venv=VenvInfo(str(venv_path), fingerprint),
+        outcomes=verdict.outcomes,
+        reruns=verdict.reruns,
+        host=socket.gethostname(),
+        gpu=gpus.this_run({**os.environ, **outcome.given}),
+        run_id=run_id,
+        stopped=outcome.stopped,
+        gpu_memory=outcome.gpu_memory,
+        stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
+        isolation=isolation,
+        pollution=polluters,
+        tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
+        known_flaky=verdict.known_flaky,
+        ep=verdict.ep,
+    )
+
+
+class StoreError(Exception):
+    """The result could not be written; the message names the path and the cause."""
+
+
+BUNDLE_FILES = {"log": "pytest.log", "junit": "junit.xml", "report": "report.json"}
+
+
+def current_path(results_dir: Path, session: str) -> Path:
+    return results_dir / f"{session}.json"
+
+
+def retire_current(results_dir: Path, session: str) -> None:
+    """A run is starting: the session's current result is no longer current (unlinking needs no space)."""
+    try:
+        current_path(results_dir, session).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current: bool = True) -> Result:
+    """Write the run's bundle whole, then make it the session's current result. Returns it as stored.
+
+    `current=False`: a confirmation rerun (confirm.py), kept as a bundle of its own under runs/ and
+    never the session's current result."""
+    runs = results_dir / "runs" / result.session
+    final = runs / result.run_id
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{result.run_id}.", dir=runs))
+    except OSError as exc:
+        raise StoreError(f"cannot store the result of {result.session} under {runs}: {exc.strerror or exc}") from None
+    try:
+        kept = {}
+        for key, name in BUNDLE_FILES.items():
+            src = artifacts.get(key)
+            if src is not None and src.is_file():
+                copy_atomic(src, tmp / name)
+                kept[key] = str(final / name)
+        stored = dataclasses.replace(result, bundle=str(final), log=kept.get("log"), junit=kept.get("junit"),
+                                     report=kept.get("report"))
+        write_json(tmp / "result.json", stored.to_dict())
+        os.chmod(tmp, 0o777 & ~UMASK)
+        os.rename(tmp, final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise StoreError(f"cannot store the result of {result.session} in {runs}: {exc.strerror or exc}; "
+                         "nothing of this run was kept") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not current:
+        return stored
+    path = current_path(results_dir, result.session)
+    try:
+        write_json(path, stored.to_dict())
+    except OSError as exc:
+        raise StoreError(f"the run's bundle is complete in {final}, but {path} could not be written: "
+                         f"{exc.strerror or exc}") from None
+    return stored
+
+
+def restore(results_dir: Path, result: Result) -> bool:
+    """A stored result, amended after its run (its confirmation), written over its bundle's copy and over the
+    current one while that is still this run's (the caller holds the session's lock). False: a newer run of the
+    session became current meanwhile, and stays so (the bundle still gets the amended copy)."""
+    try:
+        if result.bundle is not None and Path(result.bundle).is_dir():
+            write_json(Path(result.bundle) / "result.json", result.to_dict())
+        current = current_path(results_dir, result.session)
+        try:
+            now = json.loads(current.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            now = result.run_id  # no readable current result: this one becomes it
+        if now != result.run_id:
+            return False
+        write_json(current, result.to_dict())
+        return True
+    except OSError as exc:
+        raise StoreError(f"cannot store the confirmed result of {result.session}: {exc.strerror or exc}") from None
+
+
+def load(path: Path) -> Result:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultError(f"{path}: cannot be read as a result ({exc})") from None
+    if not isinstance(data, dict):
+        raise ResultError(f"{path}: is not a result (a JSON object with schema_version)")
+    try:
+        return Result.from_dict(data)
+    except (ResultError, TypeError, ValueError) as exc:
+        raise ResultError(f"{path}: {exc}") from None

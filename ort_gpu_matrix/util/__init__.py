@@ -1,0 +1,1 @@
+"""util: see docs/design.md."""
