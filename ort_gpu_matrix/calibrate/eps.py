@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..config.model import CudaRunsRule, Observation
-from ..judge.eps import JUDGED, Seen, test_eps
-from ..judge.tiers import function_of, function_regex
-from .tiers import sorted_observed
+from ..judge.eps import Seen, test_eps
+from ..judge.tiers import JUDGED, function_regex
+from .tiers import passed_by_function, sorted_observed
 
 
 @dataclass(frozen=True)
@@ -53,22 +53,13 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Cal
                 "runs calibrated; calibrate never weakens a rule (edit or remove it if the change is intended)")
         seen = elsewhere + [o for o, _ in hits]
         out.append(dataclasses.replace(rule, observed=sorted_observed(seen)) if seen else rule)
-    cases: dict[str, dict[str, dict[str, list[int]]]] = {}  # function -> cell -> node id -> CUDA runs per run
-    asked: set[str] = set()
-    observed: dict[str, set[Observation]] = {}
-    for r in runs:
-        for t in r.tests:
-            if t.outcome not in JUDGED or any(re.search(k.test, t.nodeid) for k in out):
-                continue
-            fn = function_of(t.nodeid)
-            if test_eps(t) is not None:
-                asked.add(fn)
-            cases.setdefault(fn, {}).setdefault(r.observation.cell, {}).setdefault(t.nodeid, []).append(_cuda(t))
-            observed.setdefault(fn, set()).add(r.observation)
+    # function -> cell -> node id -> (CUDA runs, asked for the CUDA EP) per run
+    cases, observed = passed_by_function([(r.observation, r.tests) for r in runs], [k.test for k in out],
+                                         lambda t: (_cuda(t), test_eps(t) is not None))
     for fn, by_cell in sorted(cases.items()):
-        if fn not in asked:
+        if not any(asked for by_case in by_cell.values() for seen in by_case.values() for _, asked in seen):
             continue  # a CPU test: it never asked for the CUDA EP
-        without = sorted(n for by_case in by_cell.values() for n, seen in by_case.items() if not all(seen))
+        without = sorted(n for by_case in by_cell.values() for n, seen in by_case.items() if not all(c for c, _ in seen))
         if without:
             say(f"not written: cuda_runs rule for {fn}: {len(without)} of its passed case(s) made no CUDA run in some "
                 f"run (e.g. {without[0]}), so the rule would fail them")

@@ -19,6 +19,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..config.model import Observation, TierRule
 from ..judge.flaky import Seen as Ran
@@ -31,6 +32,26 @@ class Run:
 
     observation: Observation
     tests: Sequence[Ran]
+
+
+S = TypeVar("S", bound=Ran)
+V = TypeVar("V")
+
+
+def passed_by_function(runs: Sequence[tuple[Observation, Sequence[S]]], covered: Sequence[str],
+                       value: Callable[[S], V]) -> tuple[dict[str, dict[str, dict[str, list[V]]]], dict[str, set[Observation]]]:
+    """Each passed case no rule in `covered` matches, as function -> cell -> node id -> `value` per run, and
+    where each function was observed: what every rule calibrate writes (tiers, cuda_runs) is written from."""
+    cases: dict[str, dict[str, dict[str, list[V]]]] = {}
+    observed: dict[str, set[Observation]] = {}
+    for observation, tests in runs:
+        for t in tests:
+            if t.outcome not in JUDGED or any(re.search(k, t.nodeid) for k in covered):
+                continue
+            fn = function_of(t.nodeid)
+            cases.setdefault(fn, {}).setdefault(observation.cell, {}).setdefault(t.nodeid, []).append(value(t))
+            observed.setdefault(fn, set()).add(observation)
+    return cases, observed
 
 
 def sorted_observed(obs: set[Observation] | list[Observation]) -> tuple[Observation, ...]:
@@ -74,16 +95,8 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
             say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
                 "widens a rule (edit or remove it if the change is intended)")
         out.append(dataclasses.replace(rule, observed=sorted_observed(elsewhere + hits)) if hits or elsewhere else rule)
-    groups: dict[str, dict[str, dict[str, list[frozenset[str]]]]] = {}  # function -> cell -> node id -> runs
-    observed: dict[str, set[Observation]] = {}
-    for r in runs:
-        for t in r.tests:
-            if t.outcome not in JUDGED or any(re.search(k.test, t.nodeid) for k in out):
-                continue
-            fn = function_of(t.nodeid)
-            groups.setdefault(fn, {}).setdefault(r.observation.cell, {}).setdefault(t.nodeid, []).append(
-                frozenset(t.sdpa))
-            observed.setdefault(fn, set()).add(r.observation)
+    groups, observed = passed_by_function([(r.observation, r.tests) for r in runs], [k.test for k in out],
+                                          lambda t: frozenset(t.sdpa))  # function -> cell -> node id -> runs
     for fn, cases in sorted(groups.items()):
         silent = sorted({n for by_case in cases.values() for n, seen in by_case.items() if frozenset() in seen})
         tiers = sorted(frozenset().union(*(s for by_case in cases.values() for seen in by_case.values() for s in seen)))

@@ -29,10 +29,9 @@ from ort_matrix_probe.schema import EpUse
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
-from .tiers import function_of
+from .tiers import JUDGED, function_of  # a pass, as every rule reads one
 
 CUDA_EP = "CUDAExecutionProvider"
-JUDGED = ("passed", "xpassed")
 LISTED = 8
 GONE = "it matched no test that ran (gone, renamed or deselected)"
 KIND_TEXT = {
