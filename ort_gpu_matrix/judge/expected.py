@@ -1,4 +1,4 @@
-"""Which outcomes were expected: the one place that says so, for the result and every report form.
+"""Which outcomes were expected: the one place that decides it, when a run is judged (report/states.py shows it).
 
 A known failure, a known-flaky test within its rule's set, a declared toothless test, an allowed
 skip and the canary's bite in teeth are accepted by the suite's expectations; a reader must see them apart from the failures nobody
@@ -6,12 +6,9 @@ expected, or a red run that is red on purpose hides the one test that is new. Th
 once, when the run is judged (the skip's reason and the failure's message are at hand then), and is
 stored in the result (`Result.expected`), so a report built from result files later says the same.
 
-To add a kind, add its name beside the others and one check in `why_expected`; the renderers need
-nothing new. A test a known_flaky rule matches is judged by that rule alone (flakes.py, as the
+To add a kind, add its name beside the others and one check in `why_expected`; the report forms
+need nothing new. A test a known_flaky rule matches is judged by that rule alone (flakes.py, as the
 verdict does): a failure or skip within its set is expected, anything outside it is not.
-
-A pass that broke a tier rule (tierrules.py, `Result.tier_breaks`) is unexpected, not "ok": the
-verdict fails on it, so a grid that showed it as a plain pass would hide the one cell that is red.
 """
 from __future__ import annotations
 

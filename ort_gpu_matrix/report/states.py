@@ -2,6 +2,9 @@
 
 Read from a stored result, so it is the report's: the judge (judge/expected.py) decides at run time which
 outcomes an expectation accepted and the result keeps that decision; this reads it back.
+
+A pass that broke a tier rule (judge/tiers.py, `Result.tier_breaks`) is shown unexpected, not "ok": the
+verdict fails on it, so a grid that showed it as a plain pass would hide the one cell that is red.
 """
 from __future__ import annotations
 
