@@ -9,6 +9,7 @@ import os
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge.outcomes import first_line
 from ort_gpu_matrix.judge.verdicts import (
     GONE,
     NOTHING_TO_COVER,
@@ -20,7 +21,6 @@ from ort_gpu_matrix.judge.verdicts import (
     collected_of,
     count,
     expectation_reasons,
-    first_line,
     judge_counts,
     judge_teeth,
     library_audit,

@@ -24,6 +24,7 @@ from ..config.loader import load_matrix
 from ..host import driver
 from ..host.host import find_interpreter
 from ..util.errors import MatrixError
+from ..util.fs import UMASK
 from ..util.packaged import SUITES_VAR
 
 # Where system CUDA runtimes and cuDNN live on the hosts we know: NVIDIA's toolkit installs
@@ -226,9 +227,7 @@ def write(path: Path, text: str) -> None:
         raise InitError(f"{path.parent} is not a directory\n    fix: create it first, or pass --matrix in an existing dir")
     fd, tmp = tempfile.mkstemp(prefix=".matrix-init-", suffix=".toml", dir=path.parent)
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)  # as a plain `open` would have made it
+        os.fchmod(fd, 0o666 & ~UMASK)  # as a plain `open` would have made it
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         try:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from ..config.model import CudaRunsRule, Observation
 from ..judge.eps import Seen, test_eps
-from ..judge.tiers import JUDGED, function_regex
+from ..judge.outcomes import JUDGED
+from ..judge.tiers import function_regex
 from .tiers import passed_by_function, sorted_observed
 
 

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from ..config.expectfile import literal_regex, short
 from ..config.model import FlakyRule, Observation
-from ..judge.verdicts import TestResult, first_line
+from ..judge.outcomes import FAILING, first_line
+from ..judge.verdicts import TestResult
 
 
 class Run(Protocol):
@@ -48,7 +49,7 @@ def flaky(runs: Sequence[Run], cell_of: Callable[[Any], str]) -> dict[str, list[
 
 
 def _reason(seen: Sequence[tuple[Run, TestResult]]) -> str:
-    failing = next((t for _, t in seen if t.outcome in ("failed", "error") and t.message.strip()), None)
+    failing = next((t for _, t in seen if t.outcome in FAILING and t.message.strip()), None)
     states = ", ".join(dict.fromkeys(state(t) for _, t in seen))
     head = f"differed between runs ({states})"
     return short(f"{head}: {first_line(failing.message)}" if failing else head)

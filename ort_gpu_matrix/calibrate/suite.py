@@ -27,7 +27,6 @@ import itertools
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +42,9 @@ from ..drive import scheduler
 from ..drive.cell import run_cell
 from ..envs.venvs import BuildError
 from ..host.host import Resolved, check
+from ..judge.outcomes import FAILING, bites, first_line
 from ..judge.pollution import lines as pollution_lines
-from ..judge.verdicts import Dispatch, TestResult, expectation_reasons, first_line, outcome_judge, tests_of
+from ..judge.verdicts import Dispatch, TestResult, expectation_reasons, outcome_judge, tests_of
 from ..plan.cells import Cell, cells_of
 from ..plan.select import select
 from ..report import progress
@@ -53,12 +53,12 @@ from ..report.render.live import Display
 from ..store.results import Result, StoreError
 from ..util.errors import MatrixError
 from ..util.escape import term
+from ..util.fs import write_atomic
 from . import flaky as calibrate_flaky
 from .eps import Run as EpRun
 from .eps import cuda_rules, fallbacks_seen
 from .tiers import Run, tier_rules
 
-FAILING = ("failed", "error")
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
               "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
 RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
@@ -117,7 +117,7 @@ def _canaries(suite: Suite) -> tuple[str, ...]:
 def _bitten(seen: Seen) -> set[str]:
     expect = seen.cell.suite.expect["teeth"]
     message = expect.message if isinstance(expect, TeethExpect) else TEETH_MESSAGE
-    return {t.nodeid for t in seen.tests if t.outcome == "failed" and first_line(t.message) == message}
+    return {t.nodeid for t in seen.tests if bites(t.outcome, t.message, message)}
 
 
 def _prior(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
@@ -514,21 +514,16 @@ def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, Dispat
 
 def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
     """The file checked by the loader (beside its target, under a temp name), then renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+    loaded: dict[str, DispatchExpect] = {}
+
+    def check(tmp: Path) -> None:
         try:
-            expect = suite_expect(matrix.path, suite.id, Path(tmp))
+            loaded.update(suite_expect(matrix.path, suite.id, tmp))
         except MatrixError as exc:
             raise CalibrateError(f"the file calibrate wrote does not load, so nothing was written:\n{exc}") from None
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return expect
+
+    write_atomic(path, text, check)
+    return loaded
 
 
 def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),

@@ -23,7 +23,8 @@ from typing import TypeVar
 
 from ..config.model import Observation, TierRule
 from ..judge.flaky import Seen as Ran
-from ..judge.tiers import JUDGED, breaks_of, function_of, function_regex, rule_text
+from ..judge.outcomes import JUDGED
+from ..judge.tiers import breaks_of, function_of, function_regex, rule_text
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..judge.flaky import FlakySet, within
+from ..judge.outcomes import FAILING
 from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
 
-FAILING = ("failed", "error")
 REGRESSION_KINDS = ("verdict", "test", "tier", "ep", "teeth", "count", "library", "flaky")
 CUDA = "CUDA"  # as a baseline line names the CUDA EP (eprules.short_eps)
 
@@ -102,7 +102,7 @@ def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
     regressions, improvements = [], []
     if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
         regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
-    elif bt is None and at is not None and at.outcome in ("failed", "error"):
+    elif bt is None and at is not None and at.outcome in FAILING:
         regressions.append(Change("test", cell, mode, test, "new", at.outcome))
     elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
         # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so

@@ -47,7 +47,7 @@ from typing import Any
 
 from ..config.model import Matrix, TeethExpect
 from ..config.modes import spec
-from ..drive.cell import TEARDOWN, evidence, session_lock, with_libset
+from ..drive.cell import evidence, session_lock, with_libset
 from ..drive.scheduler import last_peak_mib
 from ..envs.venvs import Venv, ensure_venv
 from ..execute.mode_run import remove_workdir, run_mode
@@ -56,6 +56,7 @@ from ..host.room import cores, decide, gpu_memory, workers_of
 from ..judge import eps as eprules
 from ..judge.eps import test_eps, unallowed_fallback
 from ..judge.flaky import within
+from ..judge.outcomes import FAILING, bites, test_of
 from ..judge.verdicts import (
     Status,
     TestResult,
@@ -64,7 +65,6 @@ from ..judge.verdicts import (
     count,
     cross_checks,
     expectation_reasons,
-    first_line,
     judge,
     library_audit,
     outcome_judge,
@@ -81,7 +81,6 @@ from .changes import compare, libs_comparison, test_changes
 from .unreproduced import PER_TEST
 
 DEFAULT = 2  # --confirm N: reruns per mode with something to confirm
-FAILING = ("failed", "error")
 Say = Callable[[str], None]
 
 
@@ -128,7 +127,7 @@ def unexpected(cell: Cell, mode: str, t: TestResult, flaky: dict[str, dict[str, 
         return False
     if t.nodeid in flaky and within(flaky[t.nodeid], t.outcome, t.sdpa):
         return False
-    return not (isinstance(expect, TeethExpect) and t.outcome == "failed" and first_line(t.message) == expect.message)
+    return not (isinstance(expect, TeethExpect) and bites(t.outcome, t.message, expect.message))
 
 
 def _report(result: Result) -> dict[str, Any] | None:
@@ -309,7 +308,7 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
     extra = [*posargs, *room.pytest_args(own)] if room.slots > 1 else list(posargs)
 
     def one(m: _Mode, selected: list[str], started: Callable[[int], None] | None) -> None:
-        keep = sorted({t[:-len(TEARDOWN)] if t.endswith(TEARDOWN) else t for t in selected})
+        keep = sorted({test_of(t) for t in selected})
         gpu = m.given.get("CUDA_VISIBLE_DEVICES")
         log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)"
             + (f" on gpu {gpu}, as its first run" if gpu else ""))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..util.errors import Problem
+from ..util.escape import term
 from .model import ID_PATTERN, PYTHON_PATTERN, keys_of
 from .model import THIS_PYTHON as THIS
 
@@ -23,7 +24,7 @@ TOP = "(top level)"
 def shown(value: str) -> str:
     """A value as a message quotes it: `norml`, or its repr when it is empty or holds a backtick or a
     character a terminal would act on (the message stays one line of plain text)."""
-    return f"`{value}`" if value and value.isprintable() and "`" not in value else repr(value)
+    return f"`{value}`" if value and term(value) == value and "`" not in value else repr(value)
 
 
 def _kind(hint: Any) -> Any:

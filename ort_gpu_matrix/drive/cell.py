@@ -45,6 +45,7 @@ from ..host.host import Resolved, pinned_files
 from ..host.ortsource import SourceTree
 from ..host.room import cores, workers_of
 from ..judge.expected import expected_of
+from ..judge.outcomes import collected
 from ..judge.verdicts import Evidence, judge, outcome_judge, refused, scoped, tests_of
 from ..plan.cells import Cell
 from ..store import results
@@ -165,16 +166,12 @@ def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[s
                       f'{cell.mode_session(mode)}), or set teeth_scope = "all"')
     expect = cell.suite.expect[mode]
     assert isinstance(expect, TeethExpect)
-    collected = [n for n in prior.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in prior.outcomes)]
-    named = {n for n in collected if any(re.search(rule.test, n) for rule in expect.known_toothless)}
+    named = {n for n in collected(prior.outcomes) if any(re.search(rule.test, n) for rule in expect.known_toothless)}
     keep = sorted(set(prior.dispatch.cudnn_tests()) | named)
     if not keep:
         return None, (f'teeth_scope = "cudnn": {source} dispatched no cuDNN test and known_toothless names none of '
                       "its tests: teeth has nothing to run")
     return keep, None
-
-
-TEARDOWN = "::teardown"  # the id verdicts give a teardown error, beside its test's own
 
 
 def evidence(outcome: RunOutcome) -> Evidence:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config.modes import Mode
+from ..judge.outcomes import collected
 from ..plan.cells import Cell
 from ..store.results import ResultError, current_path, load
 from ..util.escape import term
@@ -28,7 +29,6 @@ from . import scheduler
 from .handoff import Handoff
 
 FEW_SLOTS = 4  # below this, teeth start early only where every run of the plan can start at once (see mark)
-TEARDOWN = "::teardown"  # the id verdicts give a teardown error, beside its test's own (as harness.py)
 
 
 def basis(results_dir: Path, session: str) -> list[str] | None:
@@ -37,7 +37,7 @@ def basis(results_dir: Path, session: str) -> list[str] | None:
         last = load(current_path(results_dir, session))
     except ResultError:
         return None
-    kept = [n for n in last.outcomes if not (n.endswith(TEARDOWN) and n[:-len(TEARDOWN)] in last.outcomes)]
+    kept = collected(last.outcomes)
     return kept or None
 
 

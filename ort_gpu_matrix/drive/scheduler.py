@@ -48,6 +48,7 @@ from ..config.modes import MODES, spec
 from ..host.gpus import slot_env
 from ..plan.cells import Cell
 from ..store.results import Result, ResultError, current_path, load
+from ..util.escape import term
 from ..util.orphans import die_with_parent
 
 CHILD_GRACE_S = 30.0
@@ -435,11 +436,6 @@ def _stop(running: list[Job], waiting: list[Job]) -> None:
         raise
 
 
-def _shown(text: str) -> str:
-    """Control characters as \\xNN: a child's log is untrusted text (test names, tracebacks) bound for a terminal."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
-
-
 def last_lines(log: Path, n: int = TAIL_LINES) -> str:
     """The last `n` non-empty lines of a child's log, escaped, joined on one line."""
     try:
@@ -450,7 +446,7 @@ def last_lines(log: Path, n: int = TAIL_LINES) -> str:
         return f"(its log cannot be read: {exc.strerror or exc})"
     lines = [ln.rstrip("\r").strip(" \t") for ln in text.split("\n")]  # a \r inside a line is shown, not obeyed
     lines = [ln for ln in lines if ln][-n:]
-    return " | ".join(_shown(ln) for ln in lines) or "(its log is empty)"
+    return " | ".join(term(ln) for ln in lines) or "(its log is empty)"
 
 
 def fresh_result(job: Job, results_dir: Path) -> Result | str:
@@ -475,7 +471,7 @@ def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list
         return []
     found = fresh_result(job.after, results_dir)
     if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
-        say(f"{job.session}: starts without the census of {job.after.session}: {_shown(found)}")
+        say(f"{job.session}: starts without the census of {job.after.session}: {term(found)}")
         return []
     return ["--census", f"{found.session}={found.run_id}"]
 

@@ -28,7 +28,7 @@ class GpuError(Exception):
 
 
 @cache
-def listing() -> dict[str, tuple[str, str]] | str:
+def nvidia_smi_gpus() -> dict[str, tuple[str, str]] | str:
     """index -> (uuid, name), from `nvidia-smi -L`; or why the GPUs cannot be listed."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
@@ -49,7 +49,7 @@ def listing() -> dict[str, tuple[str, str]] | str:
 
 def inventory() -> dict[str, tuple[str, str]]:
     """index -> (uuid, name); empty when nvidia-smi cannot tell."""
-    found = listing()
+    found = nvidia_smi_gpus()
     return found if isinstance(found, dict) else {}
 
 
@@ -61,7 +61,7 @@ def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = prin
         if per_gpu != 1:
             raise GpuError("--slots-per-gpu needs --gpus (0,1 or all): without it, cells run one after another")
         return []
-    found = listing()
+    found = nvidia_smi_gpus()
     if spec == "all":
         if isinstance(found, str):
             warn(f"--gpus all: {found}, so no GPU can be listed: running the cells one after another in this process")

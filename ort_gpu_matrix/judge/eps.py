@@ -29,10 +29,10 @@ from ort_matrix_probe.schema import EpUse
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
-from .tiers import JUDGED, function_of  # a pass, as every rule reads one
+from .outcomes import JUDGED, listing
+from .tiers import function_of
 
 CUDA_EP = "CUDAExecutionProvider"
-LISTED = 8
 GONE = "it matched no test that ran (gone, renamed or deselected)"
 KIND_TEXT = {
     "not_in_build": "the wheel has no CUDA EP",
@@ -146,11 +146,6 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
     return EpCensus(taken, per_test, fallbacks, sorted(hollow))
 
 
-def _listing(items: Sequence[str]) -> str:
-    shown = "; ".join(sorted(items)[:LISTED])
-    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
-
-
 def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:
     """The test regex of the first rule that accepts this test's fallback with ORT's reason, or None."""
     rule = next((r for r in rules if re.search(r.test, nodeid) and re.search(r.error, reason)), None)
@@ -182,7 +177,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
     if bad:
         tests_hit = sorted({f.nodeid for f in bad})
         out.reasons.append(f"{len(tests_hit)} test(s) asked for the CUDA EP and were served by another (no "
-                           f"allowed_fallbacks rule matches): {_listing([f.line() for f in bad])}")
+                           f"allowed_fallbacks rule matches): {listing([f.line() for f in bad])}")
     for rule in expect.allowed_fallbacks:
         if any(f.allowed_by == rule.test and re.search(rule.error, f.reason) for f in fallbacks):
             continue
@@ -196,7 +191,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
     if result.hollow:
         lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
         out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "
-                            f"served: {_listing(lines)}")
+                            f"served: {listing(lines)}")
     return result, out
 
 
@@ -216,7 +211,7 @@ def _cuda_runs(rule: CudaRunsRule, tests: Sequence[Seen], census_: EpCensus, out
             short.append(f"{t.nodeid} made {entry.cuda_runs} CUDA run(s){detail}")
     if not short:
         return []
-    return [f"cuda_runs rule {rule.test!r} (min {rule.min}) broken by {len(short)} test(s): {_listing(short)}"]
+    return [f"cuda_runs rule {rule.test!r} (min {rule.min}) broken by {len(short)} test(s): {listing(short)}"]
 
 
 def cuda_rules(runs: Sequence[EpCensus], outcomes: Sequence[Mapping[str, str]]) -> list[str]:

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 
 from ..config.model import DispatchExpect, PassExpect, TeethExpect
 from .flaky import as_set, rule_for, within
-from .verdicts import TeethCoverage, TestResult, first_line
+from .outcomes import FAILING, bites
+from .verdicts import TeethCoverage, TestResult
 
 KNOWN_FAILURE = "known failure"
 KNOWN_FLAKY = "known flaky"
@@ -25,11 +26,10 @@ DECLARED_TOOTHLESS = "declared toothless"
 ALLOWED_SKIP = "allowed skip"
 BITTEN = "bitten"  # teeth: the canary's exact message, the outcome teeth exists for
 KINDS = (KNOWN_FAILURE, KNOWN_FLAKY, DECLARED_TOOTHLESS, ALLOWED_SKIP, BITTEN)
-FAILING = ("failed", "error")
 
 def why_expected(expect: DispatchExpect, test: TestResult, coverage: TeethCoverage | None) -> str | None:
     """The kind of expectation that accepted this test's outcome in this mode, or None."""
-    if isinstance(expect, TeethExpect) and test.outcome == "failed" and first_line(test.message) == expect.message:
+    if isinstance(expect, TeethExpect) and bites(test.outcome, test.message, expect.message):
         return BITTEN  # the verdict counts a bite whatever else matches the test
     flaky = rule_for(expect.known_flaky, test.nodeid)
     if flaky is not None and test.outcome in (*FAILING, "skipped"):

@@ -27,9 +27,8 @@ from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
 from .flaky import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
+from .outcomes import JUDGED, listing
 
-JUDGED = ("passed", "xpassed")
-LISTED = 8
 GONE = "it matched no test that ran (gone, renamed or deselected)"
 # unittest `parameterized.expand` names its cases <function>_<index>[_<params>] (test_gqa_past_flash_0_b2_s1)
 _EXPAND = re.compile(r"(.+?)_[0-9]+(?:_.*)?")
@@ -90,11 +89,6 @@ class Judged:
     stale: list[Stale] = field(default_factory=list)
 
 
-def _listing(items: list[str]) -> str:
-    shown = "; ".join(items[:LISTED])
-    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
-
-
 def breaks_of(rule: TierRule, tests: Sequence[Ran]) -> list[Break]:
     return [Break(rule, t.nodeid, tuple(t.sdpa)) for t in tests if t.outcome in JUDGED
             and re.search(rule.test, t.nodeid) and (not t.sdpa or any(x not in rule.only for x in t.sdpa))]
@@ -108,7 +102,7 @@ def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
         if broken:
             out.breaks += broken
             out.reasons.append(f"tier rule {rule_text(rule)} broken by {len(broken)} test(s): "
-                               + _listing([b.line() for b in broken]))
+                               + listing([b.line() for b in broken]))
         if any(t.outcome in JUDGED and re.search(rule.test, t.nodeid) for t in tests):
             continue
         others = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
@@ -123,4 +117,4 @@ def teeth_warning(tests: Sequence[Ran]) -> str | None:
     if not leaks:
         return None
     return (f"{len(leaks)} test(s) dispatched a tier other than {MATH} with {MATH} forced (the forcing did not "
-            f"reach their sessions): {_listing(leaks)}")
+            f"reach their sessions): {listing(leaks)}")

@@ -27,6 +27,7 @@ from ..host.ortsource import SourceTree, skew
 from . import eps as eprules
 from . import tiers as tierrules
 from .flaky import judged
+from .outcomes import FAILING, bites, first_line, listing, teardown_of
 from .pollution import warnings as pollution_warnings
 
 EXIT_MEANING = {
@@ -38,7 +39,6 @@ EXIT_MEANING = {
 }
 GONE = "it matched no test that ran (gone, renamed or deselected)"
 NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
-LISTED = 8  # how many offenders a reason names before it says "and N more"
 
 
 class Status(enum.StrEnum):
@@ -199,7 +199,7 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
             out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", (),
                                   ep=tuple(t.get("ep", ()))))
         if t.get("teardown_error"):
-            out.append(TestResult(nodeid + "::teardown", "error", t.get("teardown_error", ""), ()))
+            out.append(TestResult(teardown_of(nodeid), "error", t.get("teardown_error", ""), ()))
     for c in report.get("collection", []):
         out.append(TestResult(c["nodeid"], c["outcome"], c.get("message", ""), ()))
     return out
@@ -232,19 +232,8 @@ def _stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[Tes
         ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
         what = "no longer fails" if ran else GONE
         out.append(StaleRule("known_failures", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
-                             _listing(ran)))
+                             listing(ran)))
     return out
-
-
-def _listing(items: list[str]) -> str:
-    """The first LISTED items in sorted order: tests end in the order xdist's schedule gives, and two runs
-    with the same failures must give the same reason (a sweep compares them; the H200 saw the order move)."""
-    shown = "; ".join(sorted(items)[:LISTED])
-    return shown + (f"; and {len(items) - LISTED} more" if len(items) > LISTED else "")
-
-
-def first_line(message: str) -> str:
-    return message.strip().splitlines()[0].strip() if message.strip() else ""
 
 
 def census(tests: list[TestResult]) -> Dispatch:
@@ -263,7 +252,7 @@ def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: li
     for kernel in expect.forbid_kernels:
         hits = [f"{t.nodeid} ran {kernel}" for t in scope if kernel in t.sdpa]
         if hits:
-            reasons.append(f"{len(hits)} test(s) dispatched forbidden {kernel}: {_listing(hits)}")
+            reasons.append(f"{len(hits)} test(s) dispatched forbidden {kernel}: {listing(hits)}")
 
 
 def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
@@ -349,12 +338,12 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     bad_skips = [f"{t.nodeid}: {t.message}" for t in tests if t.outcome == "skipped" and t.nodeid not in flaky
                  and not any(re.search(p, t.message) for p in expect.allowed_skips)]
     if bad_skips:
-        out.reasons.append(f"{len(bad_skips)} skip(s) not in allowed_skips: {_listing(bad_skips)}")
+        out.reasons.append(f"{len(bad_skips)} skip(s) not in allowed_skips: {listing(bad_skips)}")
     bad = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests if t.nodeid not in flaky
-           and t.outcome in ("failed", "error") and not _matches(expect.known_failures, t.nodeid)]
+           and t.outcome in FAILING and not _matches(expect.known_failures, t.nodeid)]
     if bad:
-        out.reasons.append(f"{len(bad)} unexpected failure(s): {_listing(bad)}")
-    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")],
+        out.reasons.append(f"{len(bad)} unexpected failure(s): {listing(bad)}")
+    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING],
                                  tests)
     skips = [t.message for t in tests if t.outcome == "skipped"]
     out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
@@ -363,7 +352,7 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     out.reasons += tiers.reasons
     out.tier_breaks = tiers.breaks
     out.stale += [StaleRule("tiers", s.rule.test, s.rule.reason, s.what, tuple(o.cell for o in s.rule.observed),
-                            _listing(s.tests)) for s in tiers.stale]
+                            listing(s.tests)) for s in tiers.stale]
     return out
 
 
@@ -373,7 +362,7 @@ def _flaky(expect: DispatchExpect, tests: list[TestResult], out: Findings) -> se
     matched = [t for t in tests if any(re.search(r.test, t.nodeid) for r in expect.known_flaky)]
     accepted, outside, _ = judged(expect.known_flaky, matched)
     if outside:
-        out.reasons.append(f"{len(outside)} known-flaky test(s) did what their rule does not list: {_listing(outside)}")
+        out.reasons.append(f"{len(outside)} known-flaky test(s) did what their rule does not list: {listing(outside)}")
     for rule in expect.known_flaky:
         if not any(re.search(rule.test, t.nodeid) for t in tests):
             out.stale.append(StaleRule("known_flaky", rule.test, rule.reason, GONE,
@@ -389,22 +378,22 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     assert isinstance(expect, TeethExpect)
     out = Findings()
     flaky = _flaky(expect, tests, out)
-    bitten = {t.nodeid for t in tests if t.outcome == "failed" and first_line(t.message) == expect.message}
+    bitten = {t.nodeid for t in tests if bites(t.outcome, t.message, expect.message)}
     other = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
-             if t.outcome in ("failed", "error") and t.nodeid not in bitten and t.nodeid not in flaky
+             if t.outcome in FAILING and t.nodeid not in bitten and t.nodeid not in flaky
              and not _matches(expect.known_failures, t.nodeid)]
-    if not any(t.outcome in ("failed", "error") for t in tests):
+    if not any(t.outcome in FAILING for t in tests):
         out.reasons.append("canary has no teeth: nothing failed with MATH forced")
     elif len(bitten) < expect.min_failures:
         out.reasons.append(f"{len(bitten)} test(s) failed with exactly {expect.message!r}, "
                            f"min_failures is {expect.min_failures}")
     if other:
-        out.reasons.append(f"{len(other)} failure(s) other than the canary's: {_listing(other)}")
+        out.reasons.append(f"{len(other)} failure(s) other than the canary's: {listing(other)}")
     leaked = tierrules.teeth_warning(tests)
     if leaked:
         out.warnings.append(leaked)
     shown = [dataclasses.replace(t, outcome="bitten") if t.nodeid in bitten else t for t in tests]
-    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in ("failed", "error")
+    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING
                                                          and t.nodeid not in bitten], shown)
     if prior is None:
         out.warnings.append("teeth coverage not checked: no up-to-date require_cudnn result for this pairing")
@@ -418,16 +407,16 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     undeclared = [n for n in toothless if n not in declared]
     if undeclared:
         out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
-                           f"fail with the verbatim message when MATH was forced: {_listing(undeclared)}")
+                           f"fail with the verbatim message when MATH was forced: {listing(undeclared)}")
     for rule in expect.known_toothless:
         if any(re.search(rule.test, n) for n in toothless):
             continue
-        bites = [n for n in cudnn_tests if n in bitten and re.search(rule.test, n)]
+        biting = [n for n in cudnn_tests if n in bitten and re.search(rule.test, n)]
         others = sorted(t.nodeid for t in tests if t.nodeid not in cudnn_tests and re.search(rule.test, t.nodeid))
-        listed = bites or others
-        what = "it now bites" if bites else f"no longer a {CUDNN} test in require_cudnn" if others else GONE
+        listed = biting or others
+        what = "it now bites" if biting else f"no longer a {CUDNN} test in require_cudnn" if others else GONE
         out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
-                                   _listing(listed)))
+                                   listing(listed)))
     out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
                                  declared, undeclared, sorted(n for n in cudnn_tests if n in bitten))
     return out
@@ -450,7 +439,7 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
     reasons = []
     report = ev.report
     if ev.stopped:
-        running = f"; running: {_listing(list(ev.running))}" if ev.running else ""
+        running = f"; running: {listing(list(ev.running))}" if ev.running else ""
         reasons.append(f"{ev.stopped}{running}")
     elif ev.exit_code is not None:
         _pytest_exit(ev.exit_code, reasons)
@@ -524,7 +513,7 @@ def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload:
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
     ep, ep_found = eprules.judge(expect, tests, taken=report is not None and report.get("report_version", 0) >= 3)
-    found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), _listing(shown))
+    found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), listing(shown))
                     for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)
     reasons += found.reasons

@@ -8,8 +8,8 @@ verdict fails on it, so a grid that showed it as a plain pass would hide the one
 """
 from __future__ import annotations
 
-from ..judge.expected import FAILING, KINDS
-from ..judge.tiers import JUDGED
+from ..judge.expected import KINDS
+from ..judge.outcomes import FAILING, JUDGED
 from ..store.results import Result
 
 # a grid cell's state, as every report form names it

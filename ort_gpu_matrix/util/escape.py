@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
-
-def control(text: object) -> str:
-    """Control characters as \\xNN: C0 (ESC, BEL, \\r, \\n, \\t), DEL and C1 (the 8-bit CSI and OSC)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+def _code(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 def term(text: object) -> str:
-    """For a terminal line."""
-    return control(text)
+    """For a terminal line: every character Python does not call printable, as \\xNN, \\uNNNN or \\UNNNNNNNN.
+
+    Beyond the control characters that covers what reorders or hides text without a byte of ESC:
+    bidi overrides (U+202E turns `passed` around), zero-width characters (U+200B splits a name that
+    looks whole) and the line and paragraph separators (U+2028, which some terminals break on).
+    Letters of any script stay as they are; only the plain space is kept of the spaces.
+    """
+    return "".join(c if c.isprintable() else _code(c) for c in str(text))
 
 
 _MD_PUNCT = re.compile(r"([\\`*_{}\[\]#+!~|])")
@@ -32,7 +36,7 @@ def md(text: object) -> str:
     (no raw HTML, no `<autolink>`); `:` before `//`, the dot of `www.` and `@` become numeric entities,
     which GitHub's bare-URL and e-mail autolinking never sees as such.
     """
-    out = control(str(text))
+    out = term(text)  # what is hidden or reordered in a terminal is in a rendered page too
     out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     out = _MD_PUNCT.sub(r"\\\1", out)
     out = re.sub(r":(?=//)", "&#58;", out)

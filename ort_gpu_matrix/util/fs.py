@@ -20,15 +20,20 @@ def _read_umask() -> int:
 UMASK = _read_umask()  # read once, at import, before any thread could create a file meanwhile
 
 
-def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
-    """Fill a temp file beside the target, then rename over it: readers see old or new, never half."""
+def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None], check: Callable[[Path], None] | None = None) -> None:
+    """Fill a temp file beside the target, then rename over it: readers see old or new, never half.
+
+    `check` sees the filled temp file before the rename; whatever it raises leaves the target as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             fill(f)
             f.flush()
             os.fsync(f.fileno())
+        if check is not None:
+            check(Path(tmp))
         os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp made it 0600; a plain open() would have respected the umask
         os.replace(tmp, path)
     except BaseException:
@@ -37,11 +42,11 @@ def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None]) -> None:
         raise
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, check: Callable[[Path], None] | None = None) -> None:
     def fill(f: IO[bytes]) -> None:
         f.write(text.encode())
 
-    _replace_atomic(path, fill)
+    _replace_atomic(path, fill, check)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -16,6 +16,7 @@ import jinja2
 from ...compare.changes import Change
 from ...compare.grouping import group, shorten
 from ...config.kernels import CUDNN, MATH
+from ...judge.outcomes import FAILING
 from ...store.results import Result
 from ..model import Report
 from ..states import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, state
@@ -79,7 +80,7 @@ def _short(value: object) -> str:
 def _tier_class(tiers: Sequence[str], outcome: str, seen: str = UNEXPECTED) -> str:
     """The colour of a grid cell: the fastest tier it reached, red when it failed unexpectedly, pale and striped
     when it failed as expected, grey when nothing ran."""
-    if outcome in ("failed", "error"):
+    if outcome in FAILING:
         return "t-xfail" if seen == EXPECTED else "t-fail"
     if not tiers:
         return "t-none" if outcome != "skipped" else "t-skip"

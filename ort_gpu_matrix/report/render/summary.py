@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...compare.changes import Change
 from ...compare.grouping import Group
 from ...host.ortsource import skew
+from ...judge.outcomes import FAILING
 from ...store.baseline import library_summary
 from ...store.results import Result
 from ..model import Report
@@ -69,7 +70,7 @@ def what_is_new(report: Report, g: Group) -> str | None:
         new += sorted(moved)
         r = results.get((cell, mode))
         if r is not None:
-            kept += sum(1 for t, o in r.outcomes.items() if t not in moved and o in ("failed", "error")
+            kept += sum(1 for t, o in r.outcomes.items() if t not in moved and o in FAILING
                         and state(r, t)[0] == EXPECTED)
     listed = "; ".join(clip(t, 120) for t in new[:5]) + (f"; and {len(new) - 5} more" if len(new) > 5 else "")
     head = f"new since the baseline: {len(new)} test(s)" + (f" ({listed})" if new else "")
