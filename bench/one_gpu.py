@@ -124,8 +124,8 @@ def start_cost(results: Path) -> dict[str, dict]:
 
 
 def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]:
-    r = resolve(matrix, cell)
-    with ensure_venv(matrix, cell, r, log=lambda _: None) as venv:
+    r = resolve(cell, matrix.workspace)
+    with ensure_venv(cell, r, matrix.workspace.venvs_dir, log=lambda _: None) as venv:
         pass
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
     test_env, _ = mode_env("normal", cell.suite.provider_options, cell.suite.env, r.preload, r.pythonpath, venv.path, {})

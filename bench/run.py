@@ -73,8 +73,8 @@ def overhead(env: dict[str, str], matrix, cell, repeat: int, posargs: list[str])
     """nox -s <cell>-normal against bare pytest, paired and alternating, on the same reused venv."""
     session = nox_cmd("-s", f"{cell.name}-normal", *(["--", *posargs] if posargs else []))
     subprocess.run(session, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = resolve(matrix, cell)
-    with ensure_venv(matrix, cell, r, log=lambda _: None) as venv:
+    r = resolve(cell, matrix.workspace)
+    with ensure_venv(cell, r, matrix.workspace.venvs_dir, log=lambda _: None) as venv:
         pass
     suite = cell.suite
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-"))
@@ -128,7 +128,7 @@ def warm_noop(env: dict[str, str], cell, repeat: int) -> dict:
 
 def cold_setup(matrix, cell, wheelhouse: Path, repeat: int) -> dict:
     """Fresh venvs from the wheelhouse, uv's cache warm for all (one uncounted run first), runs interleaved."""
-    r = resolve(matrix, cell)
+    r = resolve(cell, matrix.workspace)
     if cell.torch.environment:
         return {"skipped": "this cell reuses a torch environment, which uv cannot serve (.pth paths)"}
     specs = [r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs]
@@ -138,10 +138,9 @@ def cold_setup(matrix, cell, wheelhouse: Path, repeat: int) -> dict:
 
     def engine(backend: str) -> float:
         root = Path(tempfile.mkdtemp(prefix=f"bench-cold-{backend}-"))
-        m = dataclasses.replace(matrix, settings=dataclasses.replace(settings, backend=backend),
-                                workspace=dataclasses.replace(matrix.workspace, venvs_dir=root))
+        c = dataclasses.replace(cell, settings=dataclasses.replace(settings, backend=backend))
         t = time.perf_counter()
-        with ensure_venv(m, cell, rr, log=lambda _: None):
+        with ensure_venv(c, rr, root, log=lambda _: None):
             took = time.perf_counter() - t
         shutil.rmtree(root, ignore_errors=True)
         return took
@@ -389,7 +388,7 @@ def main() -> int:
     if cell is None:
         for c in cells:
             try:
-                resolve(matrix, c)
+                resolve(c, matrix.workspace)
                 cell = c
                 break
             except Exception:
@@ -400,7 +399,7 @@ def main() -> int:
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     out: dict = {"host": socket.gethostname(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                  "python": platform.python_version(), "cell": cell.name, "repeat": args.repeat,
-                 "venv": venv_name(matrix, cell), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                 "venv": venv_name(cell), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if "overhead" not in args.skip:
         out["overhead"] = overhead(env, matrix, cell, args.repeat, args.pytest_args.split())
     if "warm" not in args.skip:
@@ -408,7 +407,7 @@ def main() -> int:
     if "cold" not in args.skip:
         if wheelhouse is None:
             wheelhouse = work / "wheelhouse"
-            r = resolve(matrix, cell)
+            r = resolve(cell, matrix.workspace)
             subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), r.ort_install,
                             *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs, *PLUGINS], check=True)
         out["cold_setup"] = cold_setup(matrix, cell, wheelhouse, args.repeat)

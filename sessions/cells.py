@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Matrix
 from ort_gpu_matrix.config.overrides import Overrides
-from ort_gpu_matrix.host.host import Resolved, check, locate
+from ort_gpu_matrix.host.host import Resolved, check
+from ort_gpu_matrix.host.pythons import locate
 from ort_gpu_matrix.plan.cells import Cell, cells_of
 from ort_gpu_matrix.util.errors import MatrixError
 
@@ -42,6 +43,7 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
     def session_body(session: Any) -> None:
         # imported here, not at registration: `nox -l` needs none of it
         from ort_gpu_matrix.drive.cell import run_cell
+        from ort_gpu_matrix.drive.context import CellRuns
         from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
         from ort_gpu_matrix.envs.venvs import BuildError
         from ort_gpu_matrix.host.room import RoomError, parse_wanted
@@ -58,8 +60,8 @@ def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: t
             if wanted is not None and overlap is None:
                 raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
                                 "a mode session runs one mode")
-            written = run_cell(matrix, cell, resolved, modes, posargs, earlier, log=session.log, echo=print,
-                               overlap=overlap)
+            written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, log=session.log,
+                                        echo=print), modes, overlap)
         except RunsMissing as exc:  # the runs that stored a result are still shown
             written, missing = exc.written, str(exc)
         except (MatrixError, BuildError, StoreError, RoomError) as exc:
@@ -101,7 +103,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path | None = None) -> int
     earlier: dict[str, Result] = {}  # this nox process's results: teeth reads require_cudnn's from here
     runnable = 0
     for cell in cells:
-        resolved = check(matrix, cell)
+        resolved = check(cell, matrix.workspace)
         here = not isinstance(resolved, MatrixError)
         runnable += here
         why_not = None if not isinstance(resolved, MatrixError) else "; ".join(p.problem for p in resolved.problems)

@@ -91,7 +91,7 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
     def sweep(session: Any) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
         from ort_gpu_matrix.app.sweep import Options, SweepError, run, with_reruns
-        from ort_gpu_matrix.drive.cell import CensusError, Earlier, censuses, handed_over
+        from ort_gpu_matrix.drive.census import CensusError, Earlier, censuses, handed_over
         from ort_gpu_matrix.drive.overlap import sweep_room
         from ort_gpu_matrix.host.gpus import GpuError, slots
         from ort_gpu_matrix.host.room import RoomError, parse_wanted
@@ -114,10 +114,10 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
             gpu_slots = [] if args.child else slots(args.gpus, wanted or 1, warn=session.warn)
             room = None
             if gpu_slots and wanted is None:  # one slot per GPU so far: now the room on each
-                room = sweep_room(matrix, chosen, gpu_slots, None, [*rerun_args, *pytest_args])
+                room = sweep_room(matrix.workspace.results_dir, chosen, gpu_slots, None, [*rerun_args, *pytest_args])
                 gpu_slots = gpu_slots * room.slots
             elif gpu_slots:
-                room = sweep_room(matrix, chosen, sorted(set(gpu_slots), key=gpu_slots.index), wanted,
+                room = sweep_room(matrix.workspace.results_dir, chosen, sorted(set(gpu_slots), key=gpu_slots.index), wanted,
                                   [*rerun_args, *pytest_args])
                 gpu_slots = sorted(set(gpu_slots), key=gpu_slots.index) * room.slots
             child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),

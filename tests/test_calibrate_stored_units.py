@@ -165,39 +165,39 @@ def test_results_moved_with_their_runs_dir_are_read_and_a_lost_report_is_an_erro
 def test_targets_refuse_a_file_calibrate_would_replace_unread(tmp_path):
     s = Stored(tmp_path)
     suite = s.matrix.suites["s"]
-    assert cal.targets(s.matrix, {"s": suite}, None, False) == {"s": tmp_path / "expect" / "s.toml"}
-    assert cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", False) == {"s": tmp_path / "w.toml"}
+    assert cal.targets(s.matrix.workspace, {"s": suite}, None, False) == {"s": tmp_path / "expect" / "s.toml"}
+    assert cal.targets(s.matrix.workspace, {"s": suite}, tmp_path / "w.toml", False) == {"s": tmp_path / "w.toml"}
     (tmp_path / "w.toml").write_text("")
     with pytest.raises(cal.CalibrateError) as err:
-        cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", False)
+        cal.targets(s.matrix.workspace, {"s": suite}, tmp_path / "w.toml", False)
     assert str(err.value) == (f"{tmp_path / 'w.toml'} exists and is not the expect file of [suite.s] (it has no "
                               "expect_file): calibrate would replace it without reading it; pass --force to replace "
                               "it, or --write another path")
-    assert cal.targets(s.matrix, {"s": suite}, tmp_path / "w.toml", True) == {"s": tmp_path / "w.toml"}
+    assert cal.targets(s.matrix.workspace, {"s": suite}, tmp_path / "w.toml", True) == {"s": tmp_path / "w.toml"}
     with pytest.raises(cal.CalibrateError) as err:
-        cal.targets(s.matrix, {"s": suite}, tmp_path, True)
+        cal.targets(s.matrix.workspace, {"s": suite}, tmp_path, True)
     assert str(err.value) == f"{tmp_path} is a directory: --write takes the .toml file to write"
     with pytest.raises(cal.CalibrateError) as err:
-        cal.targets(s.matrix, {"s": suite, "b": suite, "a": suite}, tmp_path / "x.toml", False)
+        cal.targets(s.matrix.workspace, {"s": suite, "b": suite, "a": suite}, tmp_path / "x.toml", False)
     assert str(err.value) == ("--write names one file, but the cells chosen run 3 suites (a, b, s): choose one suite's "
                               "cells, or leave --write out")
     own = dataclasses.replace(suite, expect_file="e/s.toml")
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "s.toml").write_text("")
-    assert cal.targets(s.matrix, {"s": own}, None, False) == {"s": tmp_path / "e" / "s.toml"}
+    assert cal.targets(s.matrix.workspace, {"s": own}, None, False) == {"s": tmp_path / "e" / "s.toml"}
     with pytest.raises(cal.CalibrateError, match=r"\(its expect_file is .*e/s.toml\)"):
-        cal.targets(s.matrix, {"s": own}, tmp_path / "w.toml", False)
+        cal.targets(s.matrix.workspace, {"s": own}, tmp_path / "w.toml", False)
 
 
 def test_a_file_that_does_not_load_is_never_written(tmp_path):
     s = Stored(tmp_path)
     target = tmp_path / "new" / "s.toml"
     with pytest.raises(cal.CalibrateError) as err:
-        cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = -1\n")
+        cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = -1\n")
     assert str(err.value).startswith("the file calibrate wrote does not load, so nothing was written:\nort-gpu-matrix: ")
     assert "min_passed" in str(err.value)
     assert list(target.parent.iterdir()) == []
-    expect = cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 4\n")
+    expect = cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 4\n")
     assert expect["normal"].min_passed == 4 and target.read_text() == "[expect.normal]\nmin_passed = 4\n"  # type: ignore[union-attr]
 
 
@@ -207,8 +207,8 @@ def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tm
         cal.calibrate(s.matrix, [], rounds=1)
     assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
                               "--runs 2 or more (default 2); nothing was run")
-    assert cal._relative(s.matrix, tmp_path / "a" / "b.toml") == "a/b.toml"
-    assert cal._relative(s.matrix, Path("/elsewhere/b.toml")) == "/elsewhere/b.toml"
+    assert cal._relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
+    assert cal._relative(s.matrix.workspace, Path("/elsewhere/b.toml")) == "/elsewhere/b.toml"
 
 
 def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(tmp_path):
@@ -219,14 +219,14 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
     (tmp_path / "e" / "s.toml").unlink()
     (c,) = cells_of(s.matrix)
     said: list[str] = []
-    got = cal._as_run(s.matrix, c, said.append)
+    got = cal._as_run(s.matrix.workspace, c, said.append)
     assert got.suite.expect_file is None and got.name == c.name
     assert said == [f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone"]
     (tmp_path / "e" / "s.toml").write_text("")
-    assert cal._as_run(s.matrix, c, said.append) is c and len(said) == 1
+    assert cal._as_run(s.matrix.workspace, c, said.append) is c and len(said) == 1
     plain = Stored(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path)
     (pc,) = cells_of(plain.matrix)
-    assert cal._as_run(plain.matrix, pc, said.append) is pc and len(said) == 1
+    assert cal._as_run(plain.matrix.workspace, pc, said.append) is pc and len(said) == 1
 
 
 class Runner:
@@ -241,7 +241,9 @@ class Runner:
         self.teeth, self.stopped = teeth, stopped
         self.asked: list[tuple[list[str], dict]] = []  # each call's posargs and earlier runs, as given
 
-    def __call__(self, matrix, cell, resolved, modes, posargs, earlier, log, echo, watch=None):
+    def __call__(self, cr, modes, overlap=None):
+        cell, resolved, posargs, earlier, log, echo, watch = (cr.cell, cr.resolved, cr.posargs, cr.earlier, cr.log,
+                                                              cr.echo, cr.watch)
         self.calls.append((cell.name, tuple(modes), watch))
         self.asked.append(([*posargs], dict(earlier)))
         if self.error is not None:
@@ -256,8 +258,8 @@ class Runner:
             tests = self.teeth if mode == "teeth" and self.teeth is not None else self.rounds[len(self.calls) - 1]
             kw = {"stopped": "interrupted (SIGINT)"} if len(self.calls) in self.stopped else {}
             self.stored.store(mode, tests, run_id=f"r{len(self.calls)}", cell=cell.name,
-                              into=matrix.workspace.results_dir, **kw)
-            stored = load(matrix.workspace.results_dir / f"{session}.json")
+                              into=cr.workspace.results_dir, **kw)
+            stored = load(cr.workspace.results_dir / f"{session}.json")
             earlier[session] = stored
             if watch is not None:
                 watch.mode_ended(stored)
@@ -273,7 +275,7 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
     logged: list[str] = []
     out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
-    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1", f"{CELL}-normal: {python} -m pytest",
                       f"calibrate: {CELL} (normal), run 2 of 2", f"ran {CELL} 2", f"{CELL}-normal: {python} -m pytest"]
     assert out.lines[0] == "flaky: normal t::fl: passed, failed"
@@ -346,10 +348,10 @@ def test_two_suites_cannot_share_one_write_target_and_parents_are_made(tmp_path)
     s = Stored(tmp_path)
     suite = s.matrix.suites["s"]
     with pytest.raises(cal.CalibrateError) as err:
-        cal.targets(s.matrix, {"s": suite, "b": suite}, tmp_path / "x.toml", False)
+        cal.targets(s.matrix.workspace, {"s": suite, "b": suite}, tmp_path / "x.toml", False)
     assert str(err.value).startswith("--write names one file, but the cells chosen run 2 suites (b, s)")
     deep = tmp_path / "new" / "deeper" / "s.toml"
-    cal._write(s.matrix, suite, deep, "[expect.normal]\nmin_passed = 2\n")
+    cal._write(s.matrix.workspace, suite, deep, "[expect.normal]\nmin_passed = 2\n")
     assert deep.read_text() == "[expect.normal]\nmin_passed = 2\n"
 
 
@@ -444,7 +446,7 @@ def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing
     logged: list[str] = []
     echoed: list[str] = []
     cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
-    python = check(s.matrix, cells_of(s.matrix)[0]).interpreter  # type: ignore[union-attr]
+    python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal, teeth), run 1 of 2", f"ran {CELL} 1",
                       f"calibrate: {CELL} (normal, teeth), run 2 of 2", f"ran {CELL} 2"]
     assert echoed == [f"{CELL}-normal: {python} -m pytest", f"{CELL}-teeth: {python} -m pytest"] * 2
@@ -567,7 +569,7 @@ def test_the_file_is_made_beside_its_target_whatever_the_system_temp_dir(tmp_pat
     s = Stored(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # $TMPDIR elsewhere, or gone: never used
     target = tmp_path / "e" / "s.toml"
-    cal._write(s.matrix, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
+    cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
     assert target.read_text() == "[expect.normal]\nmin_passed = 3\n" and [p.name for p in target.parent.iterdir()] == ["s.toml"]
 
 

@@ -145,3 +145,40 @@ def test_the_design_docs_layout_lists_every_module_of_the_engine():
     missing = [rel for p in sorted((REPO / "ort_gpu_matrix").rglob("*.py")) if p.name != "__init__.py"
                if (rel := p.relative_to(REPO / "ort_gpu_matrix").as_posix()) not in layout]
     assert missing == []
+
+
+# The layers that hold the Matrix: it is loaded (config) and planned into cells (plan); the commands (app)
+# and calibrate's two entry points start from it. Everything else gets a Cell, a Workspace, a ModeRun.
+MATRIX_HOLDERS = {"config", "plan", "app"}
+MATRIX_ENTRIES = {"ort_gpu_matrix/calibrate/suite.py:run", "ort_gpu_matrix/calibrate/suite.py:calibrate"}
+
+
+def takes_matrix(root: Path = REPO) -> list[str]:
+    """Functions below the planning layer with a parameter named `matrix` or annotated with Matrix."""
+    found = []
+    for path in sorted((root / "ort_gpu_matrix").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        layer = rel.split("/")[1]
+        if layer in MATRIX_HOLDERS or "/" not in rel[len("ort_gpu_matrix/"):]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            if any(a.arg == "matrix" or (a.annotation is not None and "Matrix" in ast.unparse(a.annotation))
+                   for a in args) and f"{rel}:{node.name}" not in MATRIX_ENTRIES:
+                found.append(f"{rel}:{node.name}")
+    return found
+
+
+def test_below_the_planning_layer_no_function_takes_the_matrix():
+    assert takes_matrix() == []
+
+
+def test_the_matrix_guard_sees_a_function_that_takes_it(tmp_path):
+    (tmp_path / "ort_gpu_matrix" / "drive").mkdir(parents=True)
+    (tmp_path / "ort_gpu_matrix" / "app").mkdir()
+    (tmp_path / "ort_gpu_matrix" / "drive" / "x.py").write_text(
+        "def a(matrix):\n    pass\n\n\ndef b(m: 'Matrix'):\n    pass\n\n\ndef c(cell, workspace):\n    pass\n")
+    (tmp_path / "ort_gpu_matrix" / "app" / "y.py").write_text("def d(matrix):\n    pass\n")
+    assert takes_matrix(tmp_path) == ["ort_gpu_matrix/drive/x.py:a", "ort_gpu_matrix/drive/x.py:b"]

@@ -51,9 +51,13 @@ files = ["test_x.py"]
     return load_matrix(tmp_path / "matrix.toml"), house
 
 
+def place(matrix):
+    return matrix.settings.offline, matrix.workspace.venvs_dir
+
+
 def ensure(matrix, house, pip, log=None):
     logged = []
-    where = libsets.ensure(matrix, Libs(id="p", pip=tuple(pip)), (str(house),), logged.append)
+    where = libsets.ensure(Libs(id="p", pip=tuple(pip)), (str(house),), *place(matrix), logged.append)
     return where, logged
 
 
@@ -68,7 +72,7 @@ def test_a_set_naming_nvidia_cudnn_that_holds_no_libcudnn_is_refused(env):
     with pytest.raises(BuildError, match=r"libs set p: the wheels .* hold no nvidia/\*/lib/libcudart.so.\* or "
                                          r"nvidia/cudnn/lib/libcudnn.so.\*: name NVIDIA library wheels in pip"):
         ensure(matrix, house, pip)
-    assert not libsets.target(matrix, Libs(id="p", pip=tuple(pip)), (str(house),)).exists()  # nothing half-kept
+    assert not libsets.target(Libs(id="p", pip=tuple(pip)), (str(house),), *place(matrix)).exists()  # nothing half-kept
 
 
 def test_nvidia_cudnn_is_recognised_with_underscores_and_capitals(env):
@@ -97,7 +101,7 @@ def test_a_runtime_only_set_is_accepted_pinned_and_reused(env):
     assert len(logged) == 1 and logged[0].startswith("installing libs set p (1 wheels)… $ ")
     cmd = shlex.split(logged[0].split("$ ", 1)[1])
     assert cmd[:3] == [find_uv(), "pip", "install"] and "--target" in cmd and "--no-index" in cmd  # uv, offline
-    assert libsets.state(matrix, Libs(id="p", pip=tuple(pip)), (str(house),)) == f"installed ({where})"
+    assert libsets.state(Libs(id="p", pip=tuple(pip)), (str(house),), *place(matrix)) == f"installed ({where})"
     again, logged = ensure(matrix, house, pip)
     assert again == where and logged == [f"reusing libs set p ({where})"]
 
@@ -139,11 +143,11 @@ def test_a_failed_install_names_the_step_and_leaves_nothing(env):
 
 def test_the_target_changes_with_every_fingerprint_field(env):
     matrix, house = env
-    a = libsets.target(matrix, Libs(id="p", pip=("a==1",)), (str(house),))
+    a = libsets.target(Libs(id="p", pip=("a==1",)), (str(house),), *place(matrix))
     assert a.parent == matrix.workspace.venvs_dir / ".libs" and a.name.startswith("p-") and len(a.name) == 14
-    assert libsets.target(matrix, Libs(id="p", pip=("a==2",)), (str(house),)) != a
-    assert libsets.target(matrix, Libs(id="p", pip=("a==1",)), ()) != a
-    assert libsets.state(matrix, Libs(id="p", pip=("a==1",)), (str(house),)) == f"not installed yet ({a})"
+    assert libsets.target(Libs(id="p", pip=("a==2",)), (str(house),), *place(matrix)) != a
+    assert libsets.target(Libs(id="p", pip=("a==1",)), (), *place(matrix)) != a
+    assert libsets.state(Libs(id="p", pip=("a==1",)), (str(house),), *place(matrix)) == f"not installed yet ({a})"
 
 
 def test_the_shortest_path_wins_whatever_its_dir_is_called(tmp_path):
@@ -171,7 +175,7 @@ def test_a_failed_install_shows_the_installers_last_lines_stderr_included(env):
     matrix, house = env
     logged: list[str] = []
     with pytest.raises(BuildError) as err:
-        libsets.ensure(matrix, Libs(id="p", pip=("nvidia-not-in-the-house==1.0",)), (str(house),), logged.append)
+        libsets.ensure(Libs(id="p", pip=("nvidia-not-in-the-house==1.0",)), (str(house),), *place(matrix), logged.append)
     assert not any((matrix.workspace.venvs_dir / ".libs").glob("p-*/"))  # nothing left
     cmd = shlex.split(logged[-1].split("$ ", 1)[1])
     again = subprocess.run(cmd, capture_output=True, text=True)  # the same install: uv says why on stderr

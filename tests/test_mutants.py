@@ -13,7 +13,7 @@ import sys
 from conftest import CELL, PY, REPO, SUITES
 
 from ort_gpu_matrix.config.loader import load_matrix
-from ort_gpu_matrix.drive.cell import _prior
+from ort_gpu_matrix.drive.census import prior_of as _prior
 from ort_gpu_matrix.plan.cells import cells_of
 from ort_gpu_matrix.store.results import load
 

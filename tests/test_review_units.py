@@ -47,7 +47,7 @@ def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged()
     """The probe's report is written inside the test process, so what the engine reads of it is checked: a
     pollution entry of the wrong shape, or an isolation mode that does not exist, makes it malformed (the run
     then fails on that, instead of a traceback, or a baseline that no later load accepts)."""
-    from ort_gpu_matrix.execute.mode_run import report_problem
+    from ort_gpu_matrix.execute.probe_report import report_problem
     from ort_matrix_probe.schema import REPORT_VERSION
 
     good = {"report_version": REPORT_VERSION, "exitstatus": 0, "duration_s": 1.0, "collected": {}, "tests": {},

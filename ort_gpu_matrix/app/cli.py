@@ -86,7 +86,7 @@ def init(path: Path) -> int:
     print(f"wrote {path}")
     matrix = load_matrix(path)
     for cell in cells_of(matrix):
-        why = check(matrix, cell)
+        why = check(cell, matrix.workspace)
         state = "runnable here" if not isinstance(why, Exception) else \
             "not runnable here: " + "; ".join(p.problem for p in why.problems)
         print(f"  {cell.name}: {state}")

@@ -24,7 +24,8 @@ from ..envs import libsets
 from ..envs.venvs import state
 from ..host import driver
 from ..host.elf import kind
-from ..host.host import LOOKED, Resolved, check, install_command, locate, pinned_files
+from ..host.host import Resolved, check, pinned_files
+from ..host.pythons import LOOKED, install_command, locate
 from ..plan.cells import Cell, cells_of
 from ..util.errors import MatrixError, anywhere
 
@@ -130,7 +131,7 @@ def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved |
 def run(matrix: Matrix) -> Report:
     rep = Report()
     cells = cells_of(matrix)
-    checked: dict[str, Resolved | MatrixError] = {c.name: check(matrix, c) for c in cells}
+    checked: dict[str, Resolved | MatrixError] = {c.name: check(c, matrix.workspace) for c in cells}
     rep.add(f"matrix: {matrix.path}")
     rep.add(f"results: {matrix.workspace.results_dir}   venvs: {matrix.workspace.venvs_dir}")
     rep.add()
@@ -149,6 +150,7 @@ def run(matrix: Matrix) -> Report:
     rep.add()
     rep.add("libs sets")
     pinned_versions: dict[str, str | None] = {}
+    where_of = (matrix.settings.offline, matrix.workspace.venvs_dir)
     for libs_id, libs in matrix.libs.items():
         user = next((c for c in cells if c.libs.id == libs_id), None)
         loader = "" if libs.loader == "preload" else f" (loader {libs.loader})"
@@ -158,8 +160,8 @@ def run(matrix: Matrix) -> Report:
         if libs.pip:
             wheelhouse = next((r.wheelhouse for c in cells if c.libs.id == libs_id
                                and not isinstance(r := checked[c.name], MatrixError)), ())
-            rep.add(f"  {libs_id}: pip {', '.join(libs.pip)}{loader}: {libsets.state(matrix, libs, wheelhouse)}")
-            where = libsets.target(matrix, libs, wheelhouse)
+            rep.add(f"  {libs_id}: pip {', '.join(libs.pip)}{loader}: {libsets.state(libs, wheelhouse, *where_of)}")
+            where = libsets.target(libs, wheelhouse, *where_of)
             for f in libsets.files_in(where) if (where / libsets.FINGERPRINT).is_file() else ():
                 rep.add(f"    {describe_lib(f)}")
                 if kind(f) == "cudnn":
@@ -168,7 +170,7 @@ def run(matrix: Matrix) -> Report:
         if user is None:
             rep.add(f"  {libs_id}: no pairing uses it")
             continue
-        files, problems = pinned_files(matrix, user)
+        files, problems = pinned_files(user, matrix.workspace)
         if problems:
             rep.add(f"  {libs_id}: not usable here: {'; '.join(p.problem for p in problems)}")
             continue
@@ -212,7 +214,7 @@ def run(matrix: Matrix) -> Report:
     for c in cells:
         r = checked[c.name]
         rep.add(f"  {c.name}: " + ("cannot be checked: the cell is not runnable here" if isinstance(r, MatrixError)
-                                   else state(matrix, c, r)))
+                                   else state(c, r, matrix.workspace.venvs_dir)))
     rep.add()
     rep.add("interpreters")
     for version in sorted({c.python for c in cells}, key=lambda v: tuple(int(x) for x in v.split("."))):

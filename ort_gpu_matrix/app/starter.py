@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config.loader import load_matrix
 from ..host import driver
-from ..host.host import find_interpreter
+from ..host.pythons import find_interpreter
 from ..util.errors import MatrixError
 from ..util.fs import UMASK
 from ..util.packaged import SUITES_VAR

@@ -23,13 +23,15 @@ from pathlib import Path
 
 from ..compare.changes import Comparison, Scope
 from ..compare.reruns import DEFAULT as CONFIRM_DEFAULT
-from ..compare.reruns import confirm
+from ..compare.reruns import Reruns, confirm
 from ..config.model import Matrix
 from ..drive import earlyteeth, scheduler
-from ..drive.cell import Earlier, run_cell
+from ..drive.cell import run_cell
+from ..drive.census import Earlier
+from ..drive.context import CellRuns
 from ..drive.overlap import own_workers
 from ..envs.venvs import BuildError
-from ..execute.mode_run import Interrupted
+from ..execute.group import Interrupted
 from ..host.host import Resolved, check
 from ..host.room import Room
 from ..plan.cells import Cell, cells_of
@@ -157,7 +159,7 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
     _outputs(matrix, opts, save_to is not None)
     plan = Plan(before, save_to, saved_before, before_path)
     for cell, modes in chosen:
-        resolved = check(matrix, cell)
+        resolved = check(cell, matrix.workspace)
         if not isinstance(resolved, MatrixError):
             plan.runnable.append((cell, modes, resolved))
             continue
@@ -208,9 +210,9 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
             if watch is None:
                 log(f"sweep: {cell.name} ({', '.join(modes)})")
             try:
-                results += run_cell(matrix, cell, resolved, modes, posargs, earlier,
-                                    log if watch is None else watch.detail,
-                                    echo if watch is None else _quiet, watch=watch)
+                results += run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier,
+                                             log if watch is None else watch.detail,
+                                             echo if watch is None else _quiet, watch=watch), modes)
             except (BuildError, StoreError, MatrixError) as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
                                      if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
@@ -232,8 +234,10 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
         results += found
     if opts.confirm and not child and interrupted is None and results:
         try:
-            results = confirm(matrix, plan.runnable, results, plan.before, opts.confirm, posargs, log,
-                              echo if display is None else _quiet, given, wanted=opts.slots_per_gpu)  # watched: pytest's output stays in the logs
+            rr = Reruns(matrix.workspace, opts.confirm, tuple(posargs), log,
+                        echo if display is None else _quiet,  # watched: pytest's output stays in the logs
+                        given, wanted=opts.slots_per_gpu)
+            results = confirm(rr, plan.runnable, results, plan.before)
         except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
             log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
         except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written

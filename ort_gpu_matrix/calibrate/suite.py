@@ -36,10 +36,12 @@ from ..config import expectfile
 from ..config.expectfile import Count, ModeTable, Skip, literal_regex, short
 from ..config.kernels import CUDNN, MATH, TEETH_MESSAGE
 from ..config.loader import read_toml, suite_expect
-from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect
+from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect, expect_path
 from ..config.modes import MODES
+from ..config.overrides import Workspace
 from ..drive import scheduler
 from ..drive.cell import run_cell
+from ..drive.context import CellRuns
 from ..envs.venvs import BuildError
 from ..host.host import Resolved, check
 from ..judge.outcomes import FAILING, bites, first_line
@@ -384,9 +386,9 @@ def _seen(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> Seen 
     return Seen(cell, result, tests_of(report))  # type: ignore[arg-type]
 
 
-def _as_run(matrix: Matrix, cell: Cell, say: Say) -> Cell:
+def _as_run(workspace: Workspace, cell: Cell, say: Say) -> Cell:
     """A cell whose suite names an expect file not written yet runs on the matrix's own tables."""
-    path = matrix.expect_path(cell.suite)
+    path = expect_path(workspace.base, cell.suite)
     if path is None or path.is_file():
         return cell
     say(f"{cell.name}: {path} does not exist yet: the run is judged by [suite.{cell.suite.id}.expect] alone")
@@ -400,8 +402,8 @@ def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: S
     With a `display`, the runs are watched as a sweep's are (progress.py)."""
     runnable: list[tuple[Cell, Resolved]] = []
     for cell in chosen:
-        cell = _as_run(matrix, cell, say)
-        resolved = check(matrix, cell)
+        cell = _as_run(matrix.workspace, cell, say)
+        resolved = check(cell, matrix.workspace)
         if isinstance(resolved, MatrixError):
             why = "; ".join(f"{p.key}: {p.problem}" for p in resolved.problems)
             if explicit:
@@ -421,9 +423,9 @@ def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: S
                 if watch is None:
                     log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
                 try:
-                    results = run_cell(matrix, cell, resolved, cell.modes, [], {},
-                                       log if watch is None else watch.detail, echo if watch is None else _quiet,
-                                       watch=watch)
+                    results = run_cell(CellRuns(cell, resolved, matrix.workspace, (), {},
+                                                log if watch is None else watch.detail,
+                                                echo if watch is None else _quiet, watch=watch), cell.modes)
                 except (BuildError, StoreError, MatrixError) as exc:
                     raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
                 seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
@@ -463,7 +465,7 @@ def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
     return seen
 
 
-def targets(matrix: Matrix, suites: dict[str, Suite], write: Path | None, force: bool) -> dict[str, Path]:
+def targets(workspace: Workspace, suites: dict[str, Suite], write: Path | None, force: bool) -> dict[str, Path]:
     """Where each suite's file goes: --write, else its expect_file, else expect/<suite>.toml beside the matrix.
 
     Calibrate replaces the file it merged (the suite's own expect_file; git shows the change). Any
@@ -474,8 +476,8 @@ def targets(matrix: Matrix, suites: dict[str, Suite], write: Path | None, force:
                              f"({', '.join(sorted(suites))}): choose one suite's cells, or leave --write out")
     out = {}
     for sid, suite in suites.items():
-        own = matrix.expect_path(suite)
-        path = write.resolve() if write is not None else own or (matrix.base / "expect" / f"{sid}.toml")
+        own = expect_path(workspace.base, suite)
+        path = write.resolve() if write is not None else own or (workspace.base / "expect" / f"{sid}.toml")
         if path.is_dir():
             raise CalibrateError(f"{path} is a directory: --write takes the .toml file to write")
         if path.exists() and path != own and not force:
@@ -487,8 +489,8 @@ def targets(matrix: Matrix, suites: dict[str, Suite], write: Path | None, force:
     return out
 
 
-def _relative(matrix: Matrix, path: Path) -> str:
-    rel = os.path.relpath(path, matrix.base)
+def _relative(workspace: Workspace, path: Path) -> str:
+    rel = os.path.relpath(path, workspace.base)
     return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
@@ -512,13 +514,13 @@ def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, Dispat
             say(f"still failing after calibration: {s.result.session}: {reason}")
 
 
-def _write(matrix: Matrix, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
+def _write(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
     """The file checked by the loader (beside its target, under a temp name), then renamed into place."""
     loaded: dict[str, DispatchExpect] = {}
 
     def check(tmp: Path) -> None:
         try:
-            loaded.update(suite_expect(matrix.path, suite.id, tmp))
+            loaded.update(suite_expect(workspace.matrix_file, suite.id, tmp))
         except MatrixError as exc:
             raise CalibrateError(f"the file calibrate wrote does not load, so nothing was written:\n{exc}") from None
 
@@ -535,7 +537,7 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     cells = cells_of(matrix)
     chosen = [c for c, _ in select(cells, selectors)]
     suites = {c.suite.id: c.suite for c in chosen}
-    paths = targets(matrix, suites, write, force)
+    paths = targets(matrix.workspace, suites, write, force)
     if rounds < 2 and not from_dirs:
         raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
                              f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
@@ -563,8 +565,8 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
             keep_stale=keep_stale, say=say)
         tables = [cal.table(m) for m in modes]
         path = paths[sid]
-        rel = _relative(matrix, path)
-        expect = _write(matrix, suite, path, expectfile.render(_header(suite, runs, rel), tables))
+        rel = _relative(matrix.workspace, path)
+        expect = _write(matrix.workspace, suite, path, expectfile.render(_header(suite, runs, rel), tables))
         out.written[sid] = path
         say(f"wrote {path}: " + "; ".join(_summary(t) for t in tables))
         _still_failing(sid, runs, expect, say)

@@ -45,12 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.model import Matrix, TeethExpect
+from ..config.model import TeethExpect
 from ..config.modes import spec
-from ..drive.cell import evidence, session_lock, with_libset
+from ..config.overrides import Workspace
+from ..drive.attempt import evidence, keep, locked, session_lock, verdict_of
+from ..drive.cell import with_libset
 from ..drive.scheduler import last_peak_mib
 from ..envs.venvs import Venv, ensure_venv
-from ..execute.mode_run import remove_workdir, run_mode
+from ..execute.mode_run import run_mode
+from ..execute.request import Launch, ModeRun
 from ..host.host import Resolved
 from ..host.room import cores, decide, gpu_memory, workers_of
 from ..judge import eps as eprules
@@ -65,7 +68,6 @@ from ..judge.verdicts import (
     count,
     cross_checks,
     expectation_reasons,
-    judge,
     library_audit,
     outcome_judge,
     tests_of,
@@ -76,7 +78,6 @@ from ..store.baseline import Baseline, TestLine
 from ..store.confirmation import Confirmation, Rerun, TestRuns
 from ..store.results import Result
 from ..util.escape import term
-from ..util.orphans import new_workdir
 from .changes import compare, libs_comparison, test_changes
 from .unreproduced import PER_TEST
 
@@ -180,33 +181,35 @@ def _modes(runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: 
     return [m for m in out.values() if m.checks]
 
 
-def _rerun(matrix: Matrix, m: _Mode, venv: Venv, keep: list[str], posargs: Sequence[str], log: Say,
-           echo: Say, started_group: Callable[[int], None] | None = None
-           ) -> tuple[Result, dict[str, TestResult], list[str]]:
-    """One confirmation rerun: a mode run in a private dir with only `keep`, stored as a bundle of its own."""
-    cell, mode, r = m.cell, m.result.mode, m.resolved
-    session = cell.mode_session(mode)
-    ws = matrix.workspace
-    lock = session_lock(ws.results_dir, session, log)
-    try:
-        workdir = new_workdir(session, log)
-        try:
-            outcome = run_mode(cell, r, venv, mode, workdir, posargs, echo, log, keep=keep, given=m.given,
-                               started_group=started_group)
-            ev = evidence(outcome)
-            verdict = judge(outcome_judge(mode), cell.suite.expect[mode], ev, r.pinned, str(venv.path), cell=cell.name)
-            tests = tests_of(outcome.report)
-            problems = cross_checks(ev, tests, count(outcome.report, tests, collected_of(outcome.report, ev.collected)))
-            problems += library_audit(outcome.report, r.pinned, str(venv.path))[1]
-            result = dataclasses.replace(store.build(session, mode, cell, venv.path, venv.fingerprint, outcome, verdict,
-                                                     store.new_run_id(outcome.started)), rerun_of=m.result.run_id)
-            stored = store.store(ws.results_dir, result, {"log": outcome.log, "junit": outcome.junit,
-                                                          "report": outcome.report_path}, current=False)
-        finally:
-            if not ws.keep_workdir:
-                remove_workdir(workdir)
-    finally:
-        lock.release()
+@dataclass(frozen=True)
+class Reruns:
+    """How a sweep confirms: `n` reruns per mode with something to confirm, with the sweep's posargs.
+
+    `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again.
+    `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once."""
+
+    workspace: Workspace
+    n: int
+    posargs: tuple[str, ...] = ()
+    log: Say = print
+    echo: Say = print
+    given: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    wanted: int | None = None
+
+
+def _rerun(rr: Reruns, m: _Mode, venv: Venv, keep_ids: list[str], extra: Sequence[str],
+           started_group: Callable[[int], None] | None = None) -> tuple[Result, dict[str, TestResult], list[str]]:
+    """One confirmation rerun: a mode run in a private dir with only `keep_ids`, stored as a bundle of its own."""
+    run = ModeRun(m.cell, m.result.mode, m.resolved, venv, rr.workspace)
+    with locked(run, rr.log) as scratch:
+        outcome = run_mode(run, scratch.workdir, extra, rr.echo, rr.log,
+                           Launch(keep=keep_ids, given=m.given, started_group=started_group))
+        verdict = verdict_of(run, outcome)
+        ev = evidence(outcome)
+        tests = tests_of(outcome.report)
+        problems = cross_checks(ev, tests, count(outcome.report, tests, collected_of(outcome.report, ev.collected)))
+        problems += library_audit(outcome.report, run.resolved.pinned, str(venv.path))[1]
+        stored = keep(run, outcome, verdict, rerun_of=m.result.run_id)
     if outcome.interrupt is not None:
         raise outcome.interrupt
     return stored, {t.nodeid: t for t in tests}, problems
@@ -286,8 +289,7 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
                                ep=eprules.judge(expect, tests, r.ep.taken)[0])  # reports and baselines read it
 
 
-def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int, n: int, posargs: Sequence[str],
-           wanted: int | None, log: Say, echo: Say) -> None:
+def _round(rr: Reruns, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int) -> None:
     """Rerun k of n of one cell's modes: each its own process, side by side on the GPU where the host has room.
 
     The modes' reruns are independent (each its own private dir, fd tap, audit and bundle), like a cell's
@@ -298,11 +300,11 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
     """
     if not todo:
         return
-    cell = todo[0][0].cell
+    n, posargs, log, cell = rr.n, rr.posargs, rr.log, todo[0][0].cell
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
-    room = decide(wanted, cell.suite.slots_per_gpu, len(todo), cores(), own,
+    room = decide(rr.wanted, cell.suite.slots_per_gpu, len(todo), cores(), own,
                   gpu_memory(todo[0][0].given.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")),
-                  [last_peak_mib(matrix.workspace.results_dir, m.result.session) for m, _ in todo])
+                  [last_peak_mib(rr.workspace.results_dir, m.result.session) for m, _ in todo])
     if len(todo) > 1:
         log(f"confirm: {cell.name}: rerun {k} of {n}: {room.slots} mode rerun(s) at once ({room.why})")
     extra = [*posargs, *room.pytest_args(own)] if room.slots > 1 else list(posargs)
@@ -312,7 +314,7 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
         gpu = m.given.get("CUDA_VISIBLE_DEVICES")
         log(f"confirm: {m.result.session}: rerun {k} of {n}, {len(keep)} test(s)"
             + (f" on gpu {gpu}, as its first run" if gpu else ""))
-        stored, got, problems = _rerun(matrix, m, venv, keep, extra, log, echo, started)
+        stored, got, problems = _rerun(rr, m, venv, keep, extra, started)
         m.reruns.append(Rerun(stored.run_id, stored.bundle, len(keep), stored.duration_s, problems))
         for p in problems:
             log(f"confirm: {m.result.session}: rerun {k} cannot clear anything: {term(p)}")
@@ -350,39 +352,35 @@ def _round(matrix: Matrix, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: i
                 raise
 
 
-def confirm(matrix: Matrix, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
-            before: Baseline | None, n: int, posargs: Sequence[str], log: Say = print, echo: Say = print,
-            given: Mapping[str, Mapping[str, str]] | None = None, wanted: int | None = None) -> list[Result]:
-    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored.
-
-    `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again.
-    `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once."""
-    if n <= 0:
+def confirm(rr: Reruns, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
+            before: Baseline | None) -> list[Result]:
+    """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored."""
+    if rr.n <= 0:
         return results
+    log, n, ws = rr.log, rr.n, rr.workspace
     modes = _modes(runnable, results, before)
     for m in modes:
-        m.given = dict((given or {}).get(m.result.session, {}))
+        m.given = dict(rr.given.get(m.result.session, {}))
     by_cell: dict[str, list[_Mode]] = {}
     for m in modes:
         by_cell.setdefault(m.cell.name, []).append(m)
     for ms in by_cell.values():
-        cell, resolved = ms[0].cell, with_libset(matrix, ms[0].cell, ms[0].resolved, log)
+        cell, resolved = ms[0].cell, with_libset(ms[0].cell, ms[0].resolved, ws, log)
         for m in ms:
             m.resolved = resolved
-        with ensure_venv(matrix, cell, resolved, log) as venv:
+        with ensure_venv(cell, resolved, ws.venvs_dir, log) as venv:
             for k in range(1, n + 1):
                 todo = [(m, m.pending()) for m in ms]
-                _round(matrix, [(m, selected) for m, selected in todo if selected], venv, k, n, posargs, wanted,
-                       log, echo)
+                _round(rr, [(m, selected) for m, selected in todo if selected], venv, k)
     amended = {}
     for m in modes:
         source = spec(m.result.mode).coverage_from
         prior = None if source is None else next(
             (r for r in results if r.cell.name == m.cell.name and r.mode == source.value), None)
         new = _amend(m, prior, n)
-        lock = session_lock(matrix.workspace.results_dir, new.session, log)
+        lock = session_lock(ws.results_dir, new.session, log)
         try:
-            if not store.restore(matrix.workspace.results_dir, new):
+            if not store.restore(ws.results_dir, new):
                 log(f"confirm: {new.session}: a newer run of it is the current result now; the confirmed one is "
                     f"in its bundle {new.bundle}")
         finally:

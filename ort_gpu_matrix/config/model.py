@@ -382,5 +382,9 @@ class Matrix:
         return self.path.parent
 
     def expect_path(self, suite: Suite) -> Path | None:
-        """The suite's expect_file, resolved against the matrix file's dir (None: it names none)."""
-        return None if suite.expect_file is None else (self.base / suite.expect_file).resolve()
+        return expect_path(self.base, suite)
+
+
+def expect_path(base: Path, suite: Suite) -> Path | None:
+    """The suite's expect_file, resolved against the matrix file's dir (None: it names none)."""
+    return None if suite.expect_file is None else (base / suite.expect_file).resolve()

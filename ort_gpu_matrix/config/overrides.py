@@ -39,12 +39,21 @@ class Overrides:
 
 @dataclass(frozen=True)
 class Workspace:
-    """Where a matrix keeps what it builds and what it finds."""
+    """Where a matrix keeps what it builds and what it finds, and the file it was declared in.
+
+    This is all a cell's run needs of the matrix beyond the cell itself: below the planning layer
+    nothing takes the Matrix, so a function's parameters say what it reads (issue 33).
+    """
 
     results_dir: Path
     venvs_dir: Path
     keep_workdir: bool
     cache_dir: Path | None  # the default .matrix/ beside the matrix file, when either dir is in it
+    matrix_file: Path  # problems name it; relative paths in it resolve against its dir
+
+    @property
+    def base(self) -> Path:
+        return self.matrix_file.parent
 
     @classmethod
     def for_matrix(cls, matrix_file: Path, overrides: Overrides) -> Workspace:
@@ -53,4 +62,4 @@ class Workspace:
         return cls(results_dir=overrides.results or cache / "results",
                    venvs_dir=overrides.venvs or cache / "venvs",
                    keep_workdir=overrides.keep_workdir,
-                   cache_dir=cache if in_cache else None)
+                   cache_dir=cache if in_cache else None, matrix_file=matrix_file)

@@ -16,17 +16,17 @@ The venv is built (or checked) once, here, before any child starts: the children
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.model import Matrix
 from ..config.modes import spec
 from ..host.room import Room, cores, decide, gpu_memory, workers_of
 from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
 from . import earlyteeth, scheduler
+from .context import CellRuns
 
 
 @dataclass(frozen=True)
@@ -56,21 +56,20 @@ def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
     return len(modes) if earlyteeth.possible(cell, modes, results_dir) else at_once(modes)
 
 
-def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], wanted: int | None) -> Room:
+def room_for(cr: CellRuns, modes: Sequence[str], wanted: int | None) -> Room:
     """The room for this cell's modes on the GPU this process was given, from what the host has now. A scoped
     teeth with a last run on record counts as a third run at once (earlyteeth.py): with room for three it starts
     with the pair and waits for its census; with room for two it starts after require_cudnn."""
-    n = cores()
-    peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
-    together = together_of(cell, modes, matrix.workspace.results_dir)
+    n, cell, posargs, results_dir = cores(), cr.cell, cr.posargs, cr.workspace.results_dir
+    peaks = [scheduler.last_peak_mib(results_dir, cell.mode_session(m)) for m in modes]
+    together = together_of(cell, modes, results_dir)
     return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
                   gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
 
 
-def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence[str], room: Room,
-                   noxfile: Path, earlier: MutableMapping[str, Result], log: Callable[[str], None]) -> list[Result]:
+def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path) -> list[Result]:
     """Every mode run of the cell as a child, `room.slots` at a time; their stored results, in mode order."""
-    results_dir = matrix.workspace.results_dir
+    cell, posargs, earlier, log, results_dir = cr.cell, cr.posargs, cr.earlier, cr.log, cr.workspace.results_dir
     jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
     handoff = earlyteeth.mark(jobs, room.slots, results_dir, log)
     order, makespan = scheduler.plan(jobs, room.slots)
@@ -106,12 +105,11 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     return written
 
 
-def sweep_room(matrix: Matrix, chosen: Sequence[tuple[Cell, Sequence[str]]], gpus: Sequence[str], wanted: int | None,
-               posargs: Sequence[str]) -> Room:
+def sweep_room(results_dir: Path, chosen: Sequence[tuple[Cell, Sequence[str]]], gpus: Sequence[str],
+               wanted: int | None, posargs: Sequence[str]) -> Room:
     """The room on each of a `--gpus` sweep's GPUs: the tightest GPU's free memory, the two largest last peaks
     of the chosen runs, and the widest suite's -n against the cores all the GPUs' runs share."""
     n = cores()
-    results_dir = matrix.workspace.results_dir
     peaks = [scheduler.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
     memories = [gpu_memory(g) for g in gpus]
     known = [m for m in memories if not isinstance(m, str)]

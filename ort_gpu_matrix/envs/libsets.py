@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..config.model import Libs, Matrix
+from ..config.model import Libs
 from ..host.elf import kind
 from ..util.fs import write_json
 from .venvs import BuildError, find_uv, index_args
@@ -31,13 +31,13 @@ FINGERPRINT = "ort-matrix-libset.json"
 PATTERNS = (("cudart", "nvidia/*/lib/libcudart.so.[0-9]*"), ("cudnn", "nvidia/cudnn/lib/libcudnn.so.[0-9]*"))
 
 
-def fingerprint(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...]) -> dict[str, Any]:
-    return {"pip": list(libs.pip), "wheelhouse": list(wheelhouse), "offline": matrix.settings.offline}
+def fingerprint(libs: Libs, wheelhouse: tuple[str, ...], offline: bool) -> dict[str, Any]:
+    return {"pip": list(libs.pip), "wheelhouse": list(wheelhouse), "offline": offline}
 
 
-def target(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...]) -> Path:
-    digest = hashlib.sha256(json.dumps(fingerprint(matrix, libs, wheelhouse), sort_keys=True).encode()).hexdigest()
-    return matrix.workspace.venvs_dir / ".libs" / f"{libs.id}-{digest[:12]}"
+def target(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Path) -> Path:
+    digest = hashlib.sha256(json.dumps(fingerprint(libs, wheelhouse, offline), sort_keys=True).encode()).hexdigest()
+    return venvs_dir / ".libs" / f"{libs.id}-{digest[:12]}"
 
 
 def files_in(where: Path) -> tuple[str, ...]:
@@ -50,8 +50,8 @@ def files_in(where: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
-def state(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...]) -> str:
-    where = target(matrix, libs, wheelhouse)
+def state(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Path) -> str:
+    where = target(libs, wheelhouse, offline, venvs_dir)
     return f"installed ({where})" if (where / FINGERPRINT).is_file() else f"not installed yet ({where})"
 
 
@@ -63,9 +63,10 @@ def _recorded_files(where: Path) -> list[str]:
     return [str(f) for f in files] if isinstance(files, list) else []
 
 
-def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callable[[str], None] = print) -> Path:
+def ensure(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Path,
+           log: Callable[[str], None] = print) -> Path:
     """The set's install dir, installed first if needed; raises BuildError naming the failed step."""
-    where = target(matrix, libs, wheelhouse)
+    where = target(libs, wheelhouse, offline, venvs_dir)
     where.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(where) + ".lock"):
         if (where / FINGERPRINT).is_file():
@@ -78,7 +79,7 @@ def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callabl
         uv = find_uv()
         cmd = ([uv, "pip", "install", "--link-mode=copy", "--python", sys.executable] if uv else
                [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-        cmd += ["--no-deps", "--target", str(where), *index_args(matrix, wheelhouse), *libs.pip]
+        cmd += ["--no-deps", "--target", str(where), *index_args(offline, wheelhouse), *libs.pip]
         log(f"installing libs set {libs.id} ({len(libs.pip)} wheels)… $ {shlex.join(cmd)}")
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
@@ -91,6 +92,6 @@ def ensure(matrix: Matrix, libs: Libs, wheelhouse: tuple[str, ...], log: Callabl
             shutil.rmtree(where, ignore_errors=True)
             raise BuildError(f"libs set {libs.id}: the wheels {list(libs.pip)} hold no nvidia/*/lib/libcudart.so.* "
                              "or nvidia/cudnn/lib/libcudnn.so.*: name NVIDIA library wheels in pip")
-        write_json(where / FINGERPRINT, {"fingerprint": fingerprint(matrix, libs, wheelhouse),
+        write_json(where / FINGERPRINT, {"fingerprint": fingerprint(libs, wheelhouse, offline),
                                          "files": list(files_in(where))})
         return where

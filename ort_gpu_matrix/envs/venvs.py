@@ -26,9 +26,8 @@ from typing import Any
 
 from filelock import ReadWriteLock
 
-from ..config.model import Matrix
 from ..host.host import Resolved
-from ..host.host import find_uv as find_uv  # host looks for uv's pythons with it too; libsets imports it from here
+from ..host.pythons import find_uv as find_uv  # host looks for uv's pythons with it too; libsets imports it from here
 from ..plan.cells import Cell
 from ..util.fs import write_json
 
@@ -63,7 +62,7 @@ def _sha256(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
-def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict[str, Any]:
+def fingerprint(cell: Cell, r: Resolved) -> dict[str, Any]:
     """Everything that decides what the venv holds; a change to any of it rebuilds."""
     t = cell.torch
     return {
@@ -75,8 +74,8 @@ def fingerprint(matrix: Matrix, cell: Cell, r: Resolved) -> dict[str, Any]:
         "with": list(cell.ort.with_),
         "torch": {"requirement": t.requirement, "index_url": t.index_url, "environment": r.torch_site, "skip": t.skip},
         "wheelhouse": list(r.wheelhouse),
-        "offline": matrix.settings.offline,
-        "tools": list(matrix.settings.tools),
+        "offline": cell.settings.offline,
+        "tools": list(cell.settings.tools),
         "suite_requirements": list(cell.suite.installs),
     }
 
@@ -93,11 +92,11 @@ def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def venv_name(matrix: Matrix, cell: Cell) -> str:
+def venv_name(cell: Cell) -> str:
     """Named for what is installed: pairings that differ only in libs, or in suites with the same
     requirements, share one venv. Suite requirements add a short hash, so suites that need
     different packages get venvs of their own instead of rebuilding one in turn."""
-    name = f"{matrix.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
+    name = f"{cell.settings.prefix}-{cell.python}-{cell.ort.id}-{cell.torch.id}"
     if cell.suite.installs:
         digest = hashlib.sha256("\n".join(sorted(cell.suite.installs)).encode()).hexdigest()[:8]
         name += f"-r{digest}"
@@ -134,17 +133,17 @@ def _run(cmd: list[str], log: Callable[[str], None]) -> None:
         raise BuildError(f"`{shlex.join(cmd[:4])} ...` failed with exit {proc.returncode}:\n{tail}")
 
 
-def index_args(matrix: Matrix, wheelhouse: tuple[str, ...]) -> list[str]:
+def index_args(offline: bool, wheelhouse: tuple[str, ...]) -> list[str]:
     """Where installs may look: the wheelhouse dirs, and no index at all when offline (venvs and libs sets)."""
-    args = ["--no-index"] if matrix.settings.offline else []
+    args = ["--no-index"] if offline else []
     for w in wheelhouse:
         args += ["--find-links", w]
     return args
 
 
-def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
-    backend, uv = _pick_backend(matrix.settings.backends, bool(r.torch_site))
-    asked = [r.ort_install, *cell.ort.with_, *matrix.settings.tools, *cell.suite.installs,
+def _build(cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
+    backend, uv = _pick_backend(cell.settings.backends, bool(r.torch_site))
+    asked = [r.ort_install, *cell.ort.with_, *cell.settings.tools, *cell.suite.installs,
              *([cell.torch.requirement] if cell.torch.requirement else [])]
     log(f"building venv {where.name} ({backend}, {len(asked)} packages)…")
     py = where / "bin" / "python"
@@ -164,13 +163,13 @@ def _build(matrix: Matrix, cell: Cell, r: Resolved, where: Path, log: Callable[[
         site = site_packages(where, cell.python)
         site.mkdir(parents=True, exist_ok=True)
         (site / TORCH_PTH).write_text(r.torch_site + "\n")
-    index = index_args(matrix, r.wheelhouse)
+    index = index_args(cell.settings.offline, r.wheelhouse)
     t = cell.torch
     if t.requirement:
-        extra = ["--index-url", t.index_url] if t.index_url and not matrix.settings.offline else []
+        extra = ["--index-url", t.index_url] if t.index_url and not cell.settings.offline else []
         _run([*pip, *index, *extra, t.requirement], log)
-    rest = [*cell.ort.with_, *matrix.settings.tools, *cell.suite.installs]
-    if cell.ort.index_url and not matrix.settings.offline:
+    rest = [*cell.ort.with_, *cell.settings.tools, *cell.suite.installs]
+    if cell.ort.index_url and not cell.settings.offline:
         # ORT (and what it depends on) from its own index only; the rest from the usual ones
         _run([*pip, *index, "--index-url", cell.ort.index_url, r.ort_install], log)
         _run([*pip, *index, *rest], log)
@@ -236,20 +235,20 @@ def _stale_because(target: Path, fp: dict[str, Any], python: str) -> str | None:
     return f"rebuilding venv {target}: it is damaged: {broken}" if broken else None
 
 
-def state(matrix: Matrix, cell: Cell, r: Resolved) -> str:
+def state(cell: Cell, r: Resolved, venvs_dir: Path) -> str:
     """For the doctor: "absent", "up to date", or "stale: <why>", decided as a run would decide it."""
-    target = matrix.workspace.venvs_dir / venv_name(matrix, cell)
+    target = venvs_dir / venv_name(cell)
     if not target.exists():
         return f"absent ({target})"
-    why = _stale_because(target, fingerprint(matrix, cell, r), cell.python)
+    why = _stale_because(target, fingerprint(cell, r), cell.python)
     return f"up to date ({target})" if why is None else f"stale: {why}"
 
 
-def _build_in_place(matrix: Matrix, cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
+def _build_in_place(cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
                     log: Callable[[str], None]) -> None:
     shutil.rmtree(target, ignore_errors=True)
     try:
-        backend = _build(matrix, cell, r, target, log)
+        backend = _build(cell, r, target, log)
         write_json(target / FINGERPRINT, {"fingerprint": fp, "backend": backend})  # last: marks it complete
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
@@ -258,11 +257,11 @@ def _build_in_place(matrix: Matrix, cell: Cell, r: Resolved, target: Path, fp: d
 
 
 @contextmanager
-def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], None] = print) -> Iterator[Venv]:
+def ensure_venv(cell: Cell, r: Resolved, venvs_dir: Path, log: Callable[[str], None] = print) -> Iterator[Venv]:
     """The cell's venv, reused when its fingerprint matches and it is whole, else built; held shared while in use."""
-    root = matrix.workspace.venvs_dir
-    target = root / venv_name(matrix, cell)
-    fp = fingerprint(matrix, cell, r)
+    root = venvs_dir
+    target = root / venv_name(cell)
+    fp = fingerprint(cell, r)
     (root / ".locks").mkdir(parents=True, exist_ok=True)
     lock = ReadWriteLock(root / ".locks" / f"{target.name}.lock", is_singleton=False)
     built = False
@@ -290,5 +289,5 @@ def ensure_venv(matrix: Matrix, cell: Cell, r: Resolved, log: Callable[[str], No
                                      " the installer's cache may hold a damaged copy: clear it (uv cache clean,"
                                      " pip cache purge) and run again")
                 log(why)
-                _build_in_place(matrix, cell, r, target, fp, log)
+                _build_in_place(cell, r, target, fp, log)
                 built = True

@@ -10,35 +10,31 @@ tests that were running when a run was stopped. The verdict weighs them.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from packaging.version import Version
 
 import ort_matrix_probe
-from ort_matrix_probe.epcensus import KINDS
 from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
-from ort_matrix_probe.isolation import MODES as ISOLATIONS
 from ort_matrix_probe.keepwait import WAIT_ENV
-from ort_matrix_probe.schema import READS_REPORTS, ProbeReport
+from ort_matrix_probe.schema import ProbeReport
 
 from ..envs.venvs import Venv, importable
 from ..host.gpumem import PeakSampler
-from ..host.host import Resolved
-from ..plan.cells import Cell
 from ..util.fs import copy_atomic, write_atomic
 from ..util.orphans import die_with_parent
+from .group import STOP_GRACE_S, Interrupted, Signals, stop_group
+from .probe_report import read_report
+from .request import KeepLater, Launch, ModeRun
 from .testenv import mode_env
 
 PROBE = "ort_matrix_probe"
@@ -46,17 +42,6 @@ PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
 KEEP_ENV = "ORT_MATRIX_KEEP"  # the probe reads the node ids to keep from this file (a JSON list)
 WAIT_BOUND_S = 86400  # a teeth started early: how long its processes may wait for the keep file
-STOP_GRACE_S = 10.0  # after SIGINT, how long pytest may take to write its report before SIGKILL
-
-
-@dataclass(frozen=True)
-class KeepLater:
-    """The node ids of a teeth started early (issue 24): `basis` (its last run's) narrows the files it starts on;
-    `resolve()` blocks until require_cudnn's census is stored and returns what to keep, or None: not to run."""
-
-    basis: Sequence[str]
-    resolve: Callable[[], Sequence[str] | None]
-    workers: Callable[[Sequence[str]], list[str]]  # the -n arguments a run of these node ids gets (few_workers)
 
 
 class EarlyAbandoned(Exception):
@@ -66,10 +51,6 @@ class EarlyAbandoned(Exception):
     def __init__(self, keep: Sequence[str] | None, waited_s: float) -> None:
         super().__init__("no census" if keep is None else "the census needs other test files")
         self.keep, self.waited_s = keep, waited_s
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, turned into what nox already handles for Ctrl-C: stop this session and the rest."""
 
 
 @dataclass(frozen=True)
@@ -115,24 +96,6 @@ def install_probe(venv: Venv) -> None:
             stale.unlink()
 
 
-def _stop_group(proc: subprocess.Popen[str], grace: float) -> None:
-    """SIGINT to the whole group (pytest writes its report on it), SIGKILL whatever is left after `grace`."""
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            if sig == signal.SIGINT:
-                os.killpg(proc.pid, signal.SIGKILL)  # workers that outlived their controller
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            return
-
-
 def _pump(stream: object, sink: object, echo: Callable[[str], None]) -> None:
     for line in stream:  # type: ignore[attr-defined]
         sink.write(line)  # type: ignore[attr-defined]
@@ -176,41 +139,6 @@ def _read_digest(fd: int) -> str | None:
     return text or None
 
 
-class _Signals:
-    """While a run is in progress: SIGTERM raises Interrupted; once stopping, a second signal exits at once."""
-
-    def __init__(self) -> None:
-        self.saved: dict[int, object] = {}
-
-    def __enter__(self) -> _Signals:
-        if threading.current_thread() is threading.main_thread():
-            self.saved[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._terminate)
-        return self
-
-    @staticmethod
-    def _terminate(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted("SIGTERM")
-
-    def stopping(self, proc: subprocess.Popen[str], workdir: Path) -> None:
-        """From now on a second SIGINT or SIGTERM kills the group, removes the private dir and exits."""
-        def at_once(signum: int, frame: FrameType | None) -> None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            shutil.rmtree(workdir, ignore_errors=True)
-            os._exit(128 + signum)
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.saved.setdefault(sig, signal.getsignal(sig))
-                signal.signal(sig, at_once)
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-
-
 def not_started(workdir: Path, why: str) -> RunOutcome:
     """The outcome of a run that was refused before pytest started: nothing ran, and its log says why."""
     log = workdir / "pytest.log"
@@ -235,49 +163,60 @@ def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:
     return out or list(files)
 
 
-def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posargs: Sequence[str],
-             echo: Callable[[str], None] = print, say: Callable[[str], None] = print,
-             keep: Sequence[str] | None = None, given: Mapping[str, str] | None = None,
-             started_group: Callable[[int], None] | None = None, later: KeepLater | None = None) -> RunOutcome:
-    """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses.
+@dataclass(frozen=True)
+class _Files:
+    """The paths of one run's witnesses inside its private dir."""
 
-    `started_group`: told pytest's process group id once it exists, so that a caller running this in a
-    thread (confirm.py's overlapped reruns), where no signal arrives, can stop it on the main thread's interrupt.
+    workdir: Path
 
-    `keep`: run only these node ids (a scoped teeth). They go to the probe in a file, which keeps
-    exactly those items at collection, in every xdist worker alike: no node id is parsed as a
-    command-line argument, and no command line grows with the number of tests.
-    `given`: set over this process's environment before the mode's own, as a slot sets its GPU (gpus.slot_env):
-    a confirmation rerun in the sweep's process runs under the GPU of the run it confirms.
-    `later` (instead of `keep`): a teeth started early. pytest starts on the files of `later.basis` and its
-    processes wait after collection (keepwait.py) while this waits for `later.resolve()`, then the keep file is
-    written and the tests run; the run's start, duration and timeout count from that moment. Where there is no
-    census, or it needs other files, pytest is stopped before any test and EarlyAbandoned raised.
-    """
-    install_probe(venv)
-    ini = workdir / "pytest.ini"
-    ini.write_text("[pytest]\n")
-    junit, log, report_path, progress = (workdir / "junit.xml", workdir / "pytest.log", workdir / "report.json",
-                                         workdir / "progress.tsv")
-    digest_r, digest_w = os.pipe()
-    channels = {"ORT_MATRIX_REPORT": str(report_path), "ORT_MATRIX_PROGRESS": str(progress),
-                "ORT_MATRIX_DIGEST_FD": str(digest_w), ISOLATION_ENV: cell.suite.isolation, **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
-    files = list(r.test_files)
-    selection = workdir / "keep.json"
-    if keep is not None:
-        selection.write_text(json.dumps(sorted(keep)))
-        channels[KEEP_ENV] = str(selection)
-        files = narrowed(files, r.suite_root, keep)
-    elif later is not None:
-        channels[KEEP_ENV] = str(selection)
+    @property
+    def ini(self) -> Path:
+        return self.workdir / "pytest.ini"
+
+    @property
+    def junit(self) -> Path:
+        return self.workdir / "junit.xml"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "pytest.log"
+
+    @property
+    def report(self) -> Path:
+        return self.workdir / "report.json"
+
+    @property
+    def progress(self) -> Path:
+        return self.workdir / "progress.tsv"
+
+    @property
+    def selection(self) -> Path:
+        return self.workdir / "keep.json"
+
+
+def _channels(run: ModeRun, files: _Files, digest_w: int, launch: Launch) -> tuple[dict[str, str], list[str]]:
+    """What the probe is told (where to write, what to keep) and the test files pytest starts on."""
+    r = run.resolved
+    channels = {"ORT_MATRIX_REPORT": str(files.report), "ORT_MATRIX_PROGRESS": str(files.progress),
+                "ORT_MATRIX_DIGEST_FD": str(digest_w), ISOLATION_ENV: run.cell.suite.isolation,
+                **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
+    tests = list(r.test_files)
+    if launch.keep is not None:
+        files.selection.write_text(json.dumps(sorted(launch.keep)))
+        channels[KEEP_ENV] = str(files.selection)
+        tests = narrowed(tests, r.suite_root, launch.keep)
+    elif launch.later is not None:
+        channels[KEEP_ENV] = str(files.selection)
         # bounded only against an engine that died without stopping them (they die with it): require_cudnn may
         # wait for its session's lock, then run up to its own timeout
         channels[WAIT_ENV] = str(WAIT_BOUND_S)
-        files = narrowed(files, r.suite_root, later.basis)
-    suite = cell.suite
-    env, applied = mode_env(mode, suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, channels,
-                            {**os.environ, **(given or {})})
-    safe_path = ["-P"] if Version(cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
+        tests = narrowed(tests, r.suite_root, launch.later.basis)
+    return channels, tests
+
+
+def _command(run: ModeRun, files: _Files, posargs: Sequence[str], tests: Sequence[str]) -> list[str]:
+    suite, venv, root = run.cell.suite, run.venv, run.resolved.suite_root
+    safe_path = ["-P"] if Version(run.cell.python) >= Version("3.11") else []  # older: PYTHONSAFEPATH is moot, cwd is private
     plugins = ["-p", PROBE_PLUGIN]
     if importable(venv.site_packages, "xdist"):  # autoload is off: -n needs xdist loaded by name
         plugins += ["-p", "xdist.plugin"]
@@ -285,147 +224,106 @@ def run_mode(cell: Cell, r: Resolved, venv: Venv, mode: str, workdir: Path, posa
         plugins += ["-p", "pytest_timeout", f"--timeout={suite.test_timeout}"]
     for name in suite.plugins:
         plugins += ["-p", name]
-    cmd = [str(venv.python), *safe_path, "-m", "pytest", *plugins, "-c", str(ini), "--rootdir", r.suite_root,
-           "--confcutdir", r.suite_root, "-o", f"cache_dir={workdir / '.pytest_cache'}",
-           f"--junitxml={junit}", *suite.pytest_args, *posargs, *files]
-    say(f"$ {shlex.join(cmd)}")
-    started = time.time()
+    return [str(venv.python), *safe_path, "-m", "pytest", *plugins, "-c", str(files.ini), "--rootdir", root,
+            "--confcutdir", root, "-o", f"cache_dir={files.workdir / '.pytest_cache'}",
+            f"--junitxml={files.junit}", *suite.pytest_args, *posargs, *tests]
+
+
+@dataclass
+class _Supervisor:
+    """Waits for one pytest process group: the handover of an early teeth first, then its end, a timeout or
+    an interrupt, which stop the whole group. What it saw is kept on it for the outcome."""
+
+    run: ModeRun
+    files: _Files
+    launch: Launch
+    tests: list[str]
+    say: Callable[[str], None]
+    started: float = field(default_factory=time.time)
+    code: int | None = None
     stopped: str | None = None
     interrupt: KeyboardInterrupt | None = None
-    code: int | None = None
-    with _Signals() as signals, log.open("w") as sink:
+    gpu_memory: dict[str, object] | None = None
+
+    def wait(self, proc: subprocess.Popen[str], pump: threading.Thread, signals: Signals, gpu: str | None) -> None:
+        suite, say = self.run.cell.suite, self.say
+        sampler = PeakSampler(proc.pid, gpu)
+        try:  # from here on, any interrupt stops the group that now exists, however early it comes
+            pump.start()
+            with sampler:
+                if self.launch.later is not None:
+                    self.hand_over(self.launch.later, proc)
+                    self.started = time.time()  # the tests start now: what came before was require_cudnn's time
+                self.code = proc.wait(timeout=suite.timeout)
+        except subprocess.TimeoutExpired:
+            self.stopped = f"timed out after {suite.timeout} s"
+            say(f"{self.stopped}: stopping pytest's process group (pid {proc.pid})")
+            stop_group(proc, STOP_GRACE_S)
+        except KeyboardInterrupt as exc:
+            name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+            self.stopped, self.interrupt = f"interrupted ({name})", exc
+            signals.stopping(proc, self.files.workdir)
+            say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; a second Ctrl-C exits at once")
+            stop_group(proc, STOP_GRACE_S)
+        finally:
+            pump.join(timeout=30)
+        self.gpu_memory = sampler.result()
+
+    def hand_over(self, later: KeepLater, proc: subprocess.Popen[str]) -> None:
+        """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned:
+        where a run of what it keeps would collect other files, or get another -n, than this one started with."""
+        waiting = time.time()
+        keep = later.resolve()
+        waited = round(time.time() - waiting, 3)
+        same_n = keep is not None and later.workers(keep) == later.workers(later.basis)
+        r = self.run.resolved
+        if keep is not None and narrowed(list(r.test_files), r.suite_root, keep) == list(self.tests) and same_n:
+            write_atomic(self.files.selection, json.dumps(sorted(keep)))  # renamed into place: never read half
+            self.say(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
+            return
+        stop_group(proc, STOP_GRACE_S)
+        raise EarlyAbandoned(keep, waited)
+
+
+def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], echo: Callable[[str], None] = print,
+             say: Callable[[str], None] = print, launch: Launch | None = None) -> RunOutcome:
+    """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses."""
+    launch = launch or Launch()
+    install_probe(run.venv)
+    files = _Files(workdir)
+    files.ini.write_text("[pytest]\n")
+    digest_r, digest_w = os.pipe()
+    channels, tests = _channels(run, files, digest_w, launch)
+    suite, r = run.cell.suite, run.resolved
+    env, applied = mode_env(run.mode, suite.provider_options, suite.env, r.preload, r.pythonpath, run.venv.path,
+                            channels, {**os.environ, **launch.given})
+    cmd = _command(run, files, posargs, tests)
+    say(f"$ {shlex.join(cmd)}")
+    watch = _Supervisor(run, files, launch, tests, say)
+    with Signals() as signals, files.log.open("w") as sink:
         try:
             proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace", pass_fds=(digest_w,),
                                     start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()))
         finally:
             os.close(digest_w)
-        if started_group is not None:
-            started_group(proc.pid)
-        pump = threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True)
-        sampler = PeakSampler(proc.pid, env.get("CUDA_VISIBLE_DEVICES"))
-        try:  # from here on, any interrupt stops the group that now exists, however early it comes
-            pump.start()
-            with sampler:
-                if later is not None:
-                    _hand_over(later, proc, selection, files, r.suite_root, list(r.test_files), say)
-                    started = time.time()  # the tests start now: what came before was require_cudnn's time
-                code = proc.wait(timeout=suite.timeout)
-        except subprocess.TimeoutExpired:
-            stopped = f"timed out after {suite.timeout} s"
-            say(f"{stopped}: stopping pytest's process group (pid {proc.pid})")
-            _stop_group(proc, STOP_GRACE_S)
-        except KeyboardInterrupt as exc:
-            name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
-            stopped, interrupt = f"interrupted ({name})", exc
-            signals.stopping(proc, workdir)
-            say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; "
-                "a second Ctrl-C exits at once")
-            _stop_group(proc, STOP_GRACE_S)
+        if launch.started_group is not None:
+            launch.started_group(proc.pid)
+        try:
+            watch.wait(proc, threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True), signals,
+                       env.get("CUDA_VISIBLE_DEVICES"))
         except EarlyAbandoned as exc:  # pytest was stopped before any test: nothing here is a run's witness
-            pump.join(timeout=30)
             os.close(digest_r)
             sink.write(f"\nort-gpu-matrix: stopped before any test ({exc}) after {exc.waited_s} s of waiting\n")
             raise
-        pump.join(timeout=30)
-        if stopped:
-            sink.write(f"\nort-gpu-matrix: {stopped} after {time.time() - started:.1f} s\n")
-    duration = time.time() - started
-    report, sha, problem = _read_report(report_path)
-    return RunOutcome(code, workdir, log, junit, report_path, report, sha, problem, _read_digest(digest_r),
-                      _read_progress(progress), applied, started, round(duration, 3), cmd, stopped, interrupt,
-                      sampler.result(), dict(given or {}))
-
-
-def _hand_over(later: KeepLater, proc: subprocess.Popen[str], selection: Path, files: Sequence[str], root: str,
-               every: Sequence[str], say: Callable[[str], None]) -> None:
-    """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned: where
-    a run of what it keeps would collect other files, or get another -n, than this one started with."""
-    waiting = time.time()
-    keep = later.resolve()
-    waited = round(time.time() - waiting, 3)
-    same_n = keep is not None and later.workers(keep) == later.workers(later.basis)
-    if keep is not None and narrowed(every, root, keep) == list(files) and same_n:
-        write_atomic(selection, json.dumps(sorted(keep)))  # renamed into place: a process never reads half of it
-        say(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
-        return
-    _stop_group(proc, STOP_GRACE_S)
-    raise EarlyAbandoned(keep, waited)
-
-
-# The report's top-level keys and their JSON types: anything else is not a report this engine reads.
-_REPORT_SHAPE: dict[str, type | tuple[type, ...]] = {
-    "report_version": int, "exitstatus": int, "duration_s": (int, float), "collected": dict, "tests": dict,
-    "collection": list, "audits": list, "outside_tests_sdpa": list, "unattributed_sdpa": list, "provenance": dict,
-    "isolation": str, "pollution": list}
-
-
-def report_problem(report: object) -> str | None:
-    """Why `report` cannot be judged, or None: the file is written inside the test process, so it is checked."""
-    if not isinstance(report, dict):
-        return "the probe's report is not a JSON object"
-    for key, kind in _REPORT_SHAPE.items():
-        if not isinstance(report.get(key), kind):
-            return f"the probe's report is malformed: {key!r} is missing or has the wrong type"
-    if report["report_version"] not in READS_REPORTS:
-        return (f"the probe's report has report_version {report['report_version']}, this engine reads "
-                f"{', '.join(map(str, READS_REPORTS))}")
-    for nodeid, entry in report["tests"].items():
-        if not (isinstance(entry, dict) and isinstance(entry.get("sdpa"), list)
-                and isinstance(entry.get("message"), str) and entry.get("outcome") in _OUTCOMES):
-            return f"the probe's report is malformed: the entry of {nodeid!r}"
-        if not isinstance(entry.get("ep", []), list) or not all(_ep_use(u) for u in entry.get("ep", [])):
-            return f"the probe's report is malformed: the EP census of {nodeid!r}"
-    for key, needed in (("audits", ("by_name", "cudnn_copies")), ("collection", ("nodeid", "outcome", "message"))):
-        if not all(isinstance(e, dict) and all(k in e for k in needed) for e in report[key]):
-            return f"the probe's report is malformed: an entry of {key!r}"
-    if report["isolation"] not in ISOLATIONS:
-        return f"the probe's report is malformed: 'isolation' is {report['isolation']!r}, not one of {ISOLATIONS}"
-    if not all(_pollution_entry(e) for e in report["pollution"]):
-        return "the probe's report is malformed: an entry of 'pollution'"
-    return None
-
-
-def _pollution_entry(e: object) -> bool:
-    """One polluter as the probe writes it (isolation.py); anything else in the file came from elsewhere."""
-    def text_or_none(v: object) -> bool:
-        return v is None or isinstance(v, str)
-
-    return (isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("test", "scope", "process"))
-            and isinstance(e.get("undone"), bool) and isinstance(e.get("later_tests"), int)
-            and not isinstance(e.get("later_tests"), bool) and isinstance(e.get("changes"), list)
-            and all(isinstance(c, dict) and isinstance(c.get("what"), str) and isinstance(c.get("name"), str)
-                    and text_or_none(c.get("before")) and text_or_none(c.get("after")) for c in e["changes"]))
-
-
-def _ep_use(u: object) -> bool:
-    """One CUDA-asking session as the probe's census writes it (epcensus.py)."""
-    def names(v: object) -> bool:
-        return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-    return (isinstance(u, dict) and isinstance(u.get("session"), int) and names(u.get("asked"))
-            and names(u.get("served")) and isinstance(u.get("runs"), dict)
-            and all(isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                    for k, n in u["runs"].items())
-            and u.get("fallback", KINDS[0]) in KINDS
-            and all(isinstance(u.get(k, ""), str) for k in ("reason", "error")))
-
-
-_OUTCOMES = (None, "passed", "failed", "skipped", "error", "xfailed", "xpassed")
-
-
-def _read_report(path: Path) -> tuple[ProbeReport | None, str | None, str | None]:
-    """The report, the sha256 of its bytes, and why it cannot be judged (if it cannot)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None, None, None
-    try:
-        report = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None, hashlib.sha256(data).hexdigest(), "the probe's report is not valid JSON"
-    problem = report_problem(report)
-    return (None if problem else report), hashlib.sha256(data).hexdigest(), problem
+        if watch.stopped:
+            sink.write(f"\nort-gpu-matrix: {watch.stopped} after {time.time() - watch.started:.1f} s\n")
+    duration = time.time() - watch.started
+    report, sha, problem = read_report(files.report)
+    return RunOutcome(watch.code, workdir, files.log, files.junit, files.report, report, sha, problem,
+                      _read_digest(digest_r), _read_progress(files.progress), applied, watch.started,
+                      round(duration, 3), cmd, watch.stopped, watch.interrupt, watch.gpu_memory,
+                      dict(launch.given))
 
 
 def remove_workdir(workdir: Path) -> None:

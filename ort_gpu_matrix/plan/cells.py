@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..config.model import Libs, Matrix, Ort, Pairing, Suite, Torch
+from ..config.model import Libs, Matrix, Ort, Pairing, Settings, Suite, Torch
 from ..util.errors import MatrixError, Problem
 
 
@@ -18,6 +18,7 @@ class Cell:
     suite: Suite
     modes: tuple[str, ...]
     key: str  # where the pairing was declared, for error messages
+    settings: Settings = field(default_factory=Settings)  # the [matrix] table: how its venv is built and named
 
     def mode_session(self, mode: str) -> str:
         """`<cell>-<mode>`: the session, and the result file, of one mode."""
@@ -49,7 +50,7 @@ def cells_of(matrix: Matrix) -> list[Cell]:
             continue
         seen[name] = p
         cells.append(Cell(name, p.python, matrix.ort[p.ort], matrix.torch[p.torch], matrix.libs[p.libs],
-                          matrix.suites[p.suite], p.modes, p.key))
+                          matrix.suites[p.suite], p.modes, p.key, matrix.settings))
     if problems:
         raise MatrixError(problems)
     return cells

@@ -29,13 +29,13 @@ from typing import Any, TypeVar
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
 from ..execute.mode_run import RunOutcome
+from ..execute.request import ModeRun
 from ..host import gpus
 from ..host.ortsource import SourceTree
 from ..judge import pollution
 from ..judge.eps import EpCensus
 from ..judge.pollution import UNKNOWN, Pollution
 from ..judge.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
-from ..plan.cells import Cell
 from ..util import typecheck
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
@@ -219,12 +219,12 @@ def new_run_id(started: float) -> str:
     return f"{stamp}-{secrets.token_hex(4)}"
 
 
-def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dict[str, Any], outcome: RunOutcome,
-          verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
+def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
     """The one place a Result is made: from the run's outcome and its verdict."""
     isolation, polluters = pollution.of(outcome.report)
+    cell, mode, fingerprint = run.cell, run.mode, run.venv.fingerprint
     return Result(
-        session=session,
+        session=run.session,
         mode=mode,
         cell=CellInfo(cell.name, cell.python, cell.ort.id, cell.torch.id, cell.libs.id, cell.suite.id),
         verdict=verdict.status,
@@ -244,7 +244,7 @@ def build(session: str, mode: str, cell: Cell, venv_path: Path, fingerprint: dic
         dispatch=verdict.dispatch,
         libraries=verdict.libraries,
         teeth_coverage=verdict.teeth_coverage,
-        venv=VenvInfo(str(venv_path), fingerprint),
+        venv=VenvInfo(str(run.venv.path), fingerprint),
         outcomes=verdict.outcomes,
         reruns=verdict.reruns,
         host=socket.gethostname(),

@@ -1,0 +1,93 @@
+"""One mode run from its session's lock to its stored result: the steps a cell's run and a confirmation rerun share.
+
+Both hold the session's lock from start to stored result, so two runs of one session wait for
+each other instead of interleaving; both run in a private dir that is removed whatever happens
+(unless MATRIX_KEEP_WORKDIR keeps it); both are judged from every witness the run left, read once.
+They were written twice and had begun to differ; they are written here once.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from ..execute.junit import JunitError, read
+from ..execute.mode_run import RunOutcome, remove_workdir
+from ..execute.request import ModeRun
+from ..host.ortsource import SourceTree
+from ..judge.expected import expected_of
+from ..judge.verdicts import Dispatch, Evidence, Verdict, judge, outcome_judge, tests_of
+from ..store import results
+from ..store.results import Result
+from ..util.orphans import new_workdir
+
+
+def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) -> FileLock:
+    locks = results_dir / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"{session}.lock")
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        log(f"{session}: waiting for another run of it to finish (lock {lock.lock_file})")
+        lock.acquire()
+    return lock
+
+
+def evidence(outcome: RunOutcome) -> Evidence:
+    """Every witness the run left, read once here, for the verdict to weigh."""
+    junit, problem = None, None
+    if outcome.report is not None or outcome.report_problem:
+        try:
+            junit = read(outcome.junit)
+        except JunitError as exc:
+            problem = str(exc)
+    return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.report_problem, outcome.digest,
+                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running)
+
+
+@dataclass
+class Scratch:
+    """The run's private dir; an early teeth that gives up its start runs again in a fresh one."""
+
+    workdir: Path
+
+
+@contextmanager
+def locked(run: ModeRun, log: Callable[[str], None]) -> Iterator[Scratch]:
+    """The session's lock and a private dir, held while the run runs and its result is stored."""
+    lock = session_lock(run.workspace.results_dir, run.session, log)
+    try:
+        scratch = Scratch(new_workdir(run.session, log))
+        try:
+            yield scratch
+        finally:
+            if not run.workspace.keep_workdir:
+                remove_workdir(scratch.workdir)
+    finally:
+        lock.release()
+
+
+def verdict_of(run: ModeRun, outcome: RunOutcome, prior: Dispatch | None = None,
+               source: SourceTree | None = None) -> Verdict:
+    """The verdict on one run, by the mode's own judge and expectations (`prior`: teeth's census)."""
+    return judge(outcome_judge(run.mode), run.cell.suite.expect[run.mode], evidence(outcome), run.resolved.pinned,
+                 str(run.venv.path), prior, source, cell=run.cell.name)
+
+
+def keep(run: ModeRun, outcome: RunOutcome, verdict: Verdict, source: SourceTree | None = None,
+         rerun_of: str | None = None) -> Result:
+    """The run stored as a bundle of its own. A run becomes its session's current result, with what its mode
+    expected marked; a confirmation rerun (`rerun_of`: the run it confirms) is stored beside it, never current."""
+    result = results.build(run, outcome, verdict, results.new_run_id(outcome.started), source)
+    if rerun_of is None:
+        result = dataclasses.replace(result, expected=expected_of(run.cell.suite.expect[run.mode],
+                                                                  tests_of(outcome.report), verdict.teeth_coverage))
+    else:
+        result = dataclasses.replace(result, rerun_of=rerun_of)
+    files = {"log": outcome.log, "junit": outcome.junit, "report": outcome.report_path}
+    return results.store(run.workspace.results_dir, result, files, current=rerun_of is None)

@@ -1,0 +1,47 @@
+"""What every mode run of one cell shares: the cell resolved here, where it keeps things, how it speaks.
+
+pytest hands each test one Item and tox each env its own configuration; the cell runner had passed
+the same ten loose arguments down three levels instead. A CellRuns is built once per cell by the
+command that runs it and read by everything below; a ModeRun (execute/request.py) is one of its modes.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..config.overrides import Workspace
+from ..envs.venvs import Venv
+from ..execute.request import ModeRun
+from ..host.host import Resolved
+from ..host.ortsource import SourceTree
+from ..plan.cells import Cell
+from ..store.results import Result
+
+Say = Callable[[str], None]
+
+
+class Watch(Protocol):
+    """Who watches a sweep's mode runs in this process (progress.Watch): told as each starts and ends."""
+
+    def mode_started(self, session: str) -> None: ...
+    def mode_ended(self, result: Result) -> None: ...
+
+
+@dataclass(frozen=True)
+class CellRuns:
+    """One cell's mode runs in this process. `earlier`: this process's stored results by session, which a
+    later mode reads (teeth's census) and each run adds to. `log`: the harness's own lines; `echo`: pytest's."""
+
+    cell: Cell
+    resolved: Resolved
+    workspace: Workspace
+    posargs: tuple[str, ...]
+    earlier: MutableMapping[str, Result]
+    log: Say = print
+    echo: Say = print
+    source: SourceTree | None = None  # the ORT release the tests come from, if any
+    watch: Watch | None = None
+
+    def mode_run(self, mode: str, venv: Venv) -> ModeRun:
+        return ModeRun(self.cell, mode, self.resolved, venv, self.workspace)
