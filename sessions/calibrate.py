@@ -37,7 +37,8 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def calibrate(session: Any) -> None:
         """Write the expectations that accept the chosen cells' outcome today (-- [SELECT ...] [--write PATH] [--from DIR])."""
-        from ort_gpu_matrix.calibrate.suite import CalibrateError
+        from ort_gpu_matrix.calibrate.gather import CalibrateError
+        from ort_gpu_matrix.calibrate.suite import Asked
         from ort_gpu_matrix.calibrate.suite import calibrate as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.plan.select import SelectionError
@@ -52,11 +53,11 @@ def register(nox: Any, default_matrix: Path) -> None:
         display = None if args.verbose or args.from_dirs else live.for_here(color.enabled())
         here = Path(session.invoked_from)  # nox runs from the noxfile's dir; paths are the user's
         try:
-            outcome = engine(load_matrix(matrix_file, overrides), args.select,
-                             write=here / args.write if args.write else None,
-                             from_dirs=[here / d for d in args.from_dirs], force=args.force,
-                             keep_stale=args.keep_stale, log=session.log if display is None else display.line,
-                             echo=print, rounds=args.runs, display=display)
+            asked = Asked(write=here / args.write if args.write else None,
+                          from_dirs=[here / d for d in args.from_dirs], force=args.force,
+                          keep_stale=args.keep_stale, rounds=args.runs)
+            outcome = engine(load_matrix(matrix_file, overrides), args.select, asked,
+                             log=session.log if display is None else display.line, echo=print, display=display)
         except (MatrixError, SelectionError, CalibrateError) as exc:
             session.error(f"calibrate: {exc}")
             return

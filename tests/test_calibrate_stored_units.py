@@ -18,6 +18,7 @@ import pytest
 from test_bad_inputs import BASE, PY, ROOT
 from unitkit import result
 
+from ort_gpu_matrix.calibrate import gather
 from ort_gpu_matrix.calibrate import suite as cal
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix
@@ -59,7 +60,7 @@ class Stored:
         return path
 
     def calibrate(self, **kw) -> cal.Outcome:
-        return cal.calibrate(self.matrix, [], from_dirs=[self.results], **kw)
+        return cal.calibrate(self.matrix, [], cal.Asked(from_dirs=[self.results], **kw))
 
 
 NORMAL = {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::f": {"outcome": "failed", "message": "AssertionError: 1\nmore"},
@@ -127,7 +128,7 @@ def test_results_calibrate_cannot_use_are_named_and_skipped(tmp_path):
         s.calibrate()
     assert str(err.value) == "nothing to calibrate: no mode run of the chosen cells left a result to read"
     seen: list[str] = []
-    assert cal.read(cells_of(s.matrix), [s.results], seen.append) == []
+    assert gather.read(cells_of(s.matrix), [s.results], seen.append) == []
     assert seen == [f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)",
                     f"not calibrated: {CELL}-teeth: the run left no probe report (see its log)",
                     f"no result: {CELL} has no usable result in {s.results}"]
@@ -138,7 +139,7 @@ def test_a_result_of_another_suite_or_a_mode_the_cell_does_not_run_is_not_read(t
     s.store("normal", NORMAL, suite="other")
     s.store("teeth", TEETH)
     said: list[str] = []
-    assert cal.read(cells_of(s.matrix), [s.results], said.append) == []
+    assert gather.read(cells_of(s.matrix), [s.results], said.append) == []
     assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s",
                     f"no result: {CELL} has no usable result in {s.results}"]
 
@@ -148,18 +149,18 @@ def test_results_moved_with_their_runs_dir_are_read_and_a_lost_report_is_an_erro
     s.store("normal", NORMAL)
     moved = tmp_path / "moved"
     s.results.rename(moved)
-    (seen,) = cal.read(cells_of(s.matrix)[:1], [moved], print)  # its report names the old place: found under moved/
+    (seen,) = gather.read(cells_of(s.matrix)[:1], [moved], print)  # its report names the old place: found under moved/
     assert [t.nodeid for t in seen.tests] == ["t::ok", "t::f", "t::s"] and seen.result.session == f"{CELL}-normal"
     (moved / "runs" / f"{CELL}-normal" / "r1" / "report.json").write_text('{"tests": []}')  # not a probe report
     with pytest.raises(cal.CalibrateError) as err:
-        cal.read(cells_of(s.matrix), [moved], print)
+        gather.read(cells_of(s.matrix), [moved], print)
     assert str(err.value) == (f"{CELL}-normal: its probe report ({s.results}/runs/{CELL}-normal/r1/report.json) cannot "
                               "be read: calibrate reads each test's failure message and skip reason from it; copy the "
                               "results dir whole, runs/ included")
     (moved / f"{CELL}-normal.json").write_text("{")
     with pytest.raises(cal.CalibrateError, match="is not JSON"):
-        cal.read(cells_of(s.matrix), [moved], print)
-    assert cal._json(moved / "nothing.json") is None and cal._json(moved / f"{CELL}-normal.json") is None
+        gather.read(cells_of(s.matrix), [moved], print)
+    assert gather.json_of(moved / "nothing.json") is None and gather.json_of(moved / f"{CELL}-normal.json") is None
 
 
 def test_targets_refuse_a_file_calibrate_would_replace_unread(tmp_path):
@@ -204,7 +205,7 @@ def test_a_file_that_does_not_load_is_never_written(tmp_path):
 def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tmp_path):
     s = Stored(tmp_path)
     with pytest.raises(cal.CalibrateError) as err:
-        cal.calibrate(s.matrix, [], rounds=1)
+        cal.calibrate(s.matrix, [], cal.Asked(rounds=1))
     assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
                               "--runs 2 or more (default 2); nothing was run")
     assert cal._relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
@@ -219,14 +220,14 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
     (tmp_path / "e" / "s.toml").unlink()
     (c,) = cells_of(s.matrix)
     said: list[str] = []
-    got = cal._as_run(s.matrix.workspace, c, said.append)
+    got = gather.as_run(s.matrix.workspace, c, said.append)
     assert got.suite.expect_file is None and got.name == c.name
     assert said == [f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone"]
     (tmp_path / "e" / "s.toml").write_text("")
-    assert cal._as_run(s.matrix.workspace, c, said.append) is c and len(said) == 1
+    assert gather.as_run(s.matrix.workspace, c, said.append) is c and len(said) == 1
     plain = Stored(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path)
     (pc,) = cells_of(plain.matrix)
-    assert cal._as_run(plain.matrix.workspace, pc, said.append) is pc and len(said) == 1
+    assert gather.as_run(plain.matrix.workspace, pc, said.append) is pc and len(said) == 1
 
 
 class Runner:
@@ -271,7 +272,7 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
     s = Stored(tmp_path, BASE)
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "passed"}},
                         {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "failed", "message": "E: 1"}}])
-    monkeypatch.setattr(cal, "run_cell", runner)
+    monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
     out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
@@ -288,18 +289,18 @@ def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwis
     cells = cells_of(s.matrix)
     assert [c.name for c in cells] == ["gpu-3.99-x", CELL]
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
-    monkeypatch.setattr(cal, "run_cell", runner)
+    monkeypatch.setattr(gather, "run_cell", runner)
     said: list[str] = []
-    seen = cal.run(s.matrix, cells, False, said.append, print, print, 2)
+    seen = gather.run(s.matrix.workspace, cells, False, 2, gather.Voices(said.append, print, print))
     assert said[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
     assert [(x.cell.name, x.round) for x in seen] == [(CELL, 0), (CELL, 1)]
     with pytest.raises(cal.CalibrateError) as err:
-        cal.run(s.matrix, cells, True, said.append, print, print, 2)
+        gather.run(s.matrix.workspace, cells, True, 2, gather.Voices(said.append, print, print))
     assert str(err.value).startswith("gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
     from ort_gpu_matrix.envs.venvs import BuildError
-    monkeypatch.setattr(cal, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
+    monkeypatch.setattr(gather, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
     with pytest.raises(cal.CalibrateError) as err:
-        cal.run(s.matrix, cells[1:], True, said.append, print, print, 2)
+        gather.run(s.matrix.workspace, cells[1:], True, 2, gather.Voices(said.append, print, print))
     assert str(err.value) == f"{CELL} did not run: uv failed"
 
 
@@ -316,12 +317,12 @@ def test_read_takes_the_chosen_cells_in_mode_order_from_every_dir(tmp_path):
     s.store("normal", NORMAL)  # gpu-3.11-x: not chosen
     chosen = [c for c in cells_of(s.matrix) if c.name == "gpu-3.99-x"]
     said: list[str] = []
-    got = cal.read(chosen, [s.results, other], said.append)
+    got = gather.read(chosen, [s.results, other], said.append)
     assert [(x.cell.name, x.mode) for x in got] == [("gpu-3.99-x", "normal"), ("gpu-3.99-x", "teeth")] and said == []
-    assert cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], said.append) == []
+    assert gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], said.append) == []
     assert said == [f"no result: {CELL} has no usable result in {other}"]
     said.clear()
-    cal.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], said.append)
+    gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], said.append)
     assert said == [f"no result: {CELL} has no usable result in {other}, {other}"]
 
 
@@ -330,7 +331,7 @@ def test_a_result_of_another_suite_leaves_the_next_result_read(tmp_path):
     s.store("normal", NORMAL, suite="other")
     s.store("teeth", TEETH)
     said: list[str] = []
-    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    got = gather.read(cells_of(s.matrix), [s.results], said.append)
     assert [x.mode for x in got] == ["teeth"]
     assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s"]
 
@@ -340,7 +341,7 @@ def test_a_report_outside_the_results_dir_is_read_where_the_result_says(tmp_path
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text(json.dumps({"tests": {"t::ok": {"outcome": "passed"}}}))
     s.store("normal", {"t::ok": {"outcome": "passed"}}, report=str(elsewhere))
-    (seen,) = cal.read(cells_of(s.matrix), [s.results], print)
+    (seen,) = gather.read(cells_of(s.matrix), [s.results], print)
     assert [t.nodeid for t in seen.tests] == ["t::ok"]
 
 
@@ -374,12 +375,12 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
     s = Stored(tmp_path, text)
     s.store("normal", NORMAL, cell="gpu-3.99-x")
     (tmp_path / "mine.toml").write_text("# someone's\n")
-    out = cal.calibrate(s.matrix, ["gpu-3.99-x"], write=tmp_path / "mine.toml", from_dirs=[s.results], force=True)
+    out = cal.calibrate(s.matrix, ["gpu-3.99-x"], cal.Asked(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
     assert out.written == {"s": tmp_path / "mine.toml"}
     assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
                             "is set in one file only)")
     assert "min_passed" not in (tmp_path / "mine.toml").read_text()
-    monkeypatch.setattr(cal, "run_cell", lambda *a, **k: [])
+    monkeypatch.setattr(gather, "run_cell", lambda *a, **k: [])
     with pytest.raises(cal.CalibrateError) as err:
         cal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
     assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
@@ -423,7 +424,7 @@ def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_a
         tmp_path, monkeypatch):
     s = Stored(tmp_path, RC_TEETH)
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
-    monkeypatch.setattr(cal, "run_cell", runner)
+    monkeypatch.setattr(gather, "run_cell", runner)
     screen = io.StringIO()
     logged: list[str] = []
     echoed: list[str] = []
@@ -442,7 +443,7 @@ def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_a
 def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing_added(tmp_path, monkeypatch):
     s = Stored(tmp_path, RC_TEETH)
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, teeth={"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
-    monkeypatch.setattr(cal, "run_cell", runner)
+    monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
     echoed: list[str] = []
     cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
@@ -462,7 +463,7 @@ def test_what_calibrate_says_while_it_runs_reaches_its_output(tmp_path, monkeypa
     (tmp_path / "e" / "s.toml").write_text("")
     s = Stored(tmp_path, text)
     (tmp_path / "e" / "s.toml").unlink()  # not written yet: the runs are judged by the matrix's tables
-    monkeypatch.setattr(cal, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
+    monkeypatch.setattr(gather, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
     out = cal.calibrate(s.matrix, [], log=print, echo=print)
     assert out.lines[:2] == [
         f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone",
@@ -478,7 +479,7 @@ CANNOT_RUN = BASE.replace("[torch.none]", '[ort.w]\nwheel = "nowhere.whl"\n\n[to
 def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(tmp_path, monkeypatch):
     s = Stored(tmp_path, CANNOT_RUN)
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
-    monkeypatch.setattr(cal, "run_cell", runner)
+    monkeypatch.setattr(gather, "run_cell", runner)
     with pytest.raises(cal.CalibrateError) as err:
         cal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
     assert re.fullmatch(r"gpu-3\.99-x cannot run on this host: pairing\.include\[0\]\.python: no python 3\.99 for "
@@ -525,7 +526,7 @@ def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_j
     seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
     s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
     s.store("normal", {"t::ok": {"outcome": "passed"}})
-    out = cal.calibrate(s.matrix, [CELL], from_dirs=[s.results])
+    out = cal.calibrate(s.matrix, [CELL], cal.Asked(from_dirs=[s.results]))
     assert out.lines == [
         f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
         f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "
@@ -578,7 +579,7 @@ def test_a_result_of_a_mode_this_version_does_not_know_is_left_unread(tmp_path):
     s.store("normal", NORMAL)
     s.store("future", NORMAL)  # a newer tool's mode, in a shared results dir
     said: list[str] = []
-    got = cal.read(cells_of(s.matrix), [s.results], said.append)
+    got = gather.read(cells_of(s.matrix), [s.results], said.append)
     assert [x.mode for x in got] == ["normal"] and said == []
 
 

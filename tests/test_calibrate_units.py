@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
+from ort_gpu_matrix.calibrate import seen as seenmod
 from ort_gpu_matrix.calibrate import suite as cal
 from ort_gpu_matrix.config.expectfile import Count, ModeTable, Skip
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
@@ -25,7 +26,7 @@ def seen(cell, mode, tests, s=None, passed=None, fp="v1", dispatch=None, cov=Non
     result = NS(mode=mode, session=f"{cell}-{mode}", provenance=NS(ort={"version": ort} if ort else None),
                 started=started, venv=NS(fingerprint=fp), dispatch=dispatch or Dispatch(), teeth_coverage=cov,
                 counts=NS(passed=sum(t.outcome == "passed" for t in tests) if passed is None else passed))
-    return cal.Seen(NS(name=cell, suite=s), result, tests)
+    return seenmod.Seen(NS(name=cell, suite=s), result, tests)
 
 
 def test_failures_are_accepted_with_their_first_line_and_the_canarys_refused():
@@ -33,7 +34,7 @@ def test_failures_are_accepted_with_their_first_line_and_the_canarys_refused():
     s = seen("c1", "normal", [T("t::ok", "passed", "", ()), T("t::f", "failed", "\nAssertionError: 1\nmore", ()),
                               T("t::e", "error", "", ()), T("t::x", "xfailed", "x", ()),
                               T("t::c", "failed", f"E   {TEETH_MESSAGE}", ())])
-    items = cal.failures(s, cal._canaries(s.cell.suite), said.append)
+    items = seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append)
     assert [(i.text, i.reason) for i in items] == [("t::f", "AssertionError: 1"), ("t::e", "error, with no message")]
     assert said == [f"refused: c1-normal t::c failed with the canary's message ({'E   ' + TEETH_MESSAGE!r}: a test that "
                     "asked for cuDNN and got another tier); a known failure would hide the dispatch change the canary "
@@ -46,12 +47,12 @@ def test_in_teeth_a_bite_is_no_failure_and_a_near_bite_is_refused():
                              T("t::d", "failed", f"x {TEETH_MESSAGE}", ()), T("t::o", "failed", "other", ())],
              suite(teeth_message=own))
     said = []
-    assert cal._canaries(s.cell.suite) == (own, TEETH_MESSAGE)
-    assert cal._canaries(suite()) == (TEETH_MESSAGE,)
-    assert [i.text for i in cal.failures(s, cal._canaries(s.cell.suite), said.append)] == ["t::o"]
+    assert seenmod.canaries(s.cell.suite) == (own, TEETH_MESSAGE)
+    assert seenmod.canaries(suite()) == (TEETH_MESSAGE,)
+    assert [i.text for i in seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append)] == ["t::o"]
     assert [m.split(" failed ")[0] for m in said] == ["refused: c1-teeth t::n", "refused: c1-teeth t::d"]
     assert "with MATH forced, holding but not exactly the canary's message" in said[0]
-    assert cal._bitten(s) == {"t::b"}
+    assert seenmod.bitten_in(s) == {"t::b"}
 
 
 def test_toothless_reasons_from_the_census_of_the_same_venv():
@@ -61,25 +62,25 @@ def test_toothless_reasons_from_the_census_of_the_same_venv():
     tests = [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", "other\nx", ()), T("t::c", "skipped", "why", ()),
              T("t::d", "passed", "", ())]
     teeth = seen("c1", "teeth", tests)
-    items = cal.toothless(teeth, [seen("c2", "require_cudnn", [], dispatch=Dispatch()), rc], print)
+    items = seenmod.toothless(teeth, [seen("c2", "require_cudnn", [], dispatch=Dispatch()), rc], print)
     assert [(i.text, i.reason) for i in items] == [
         ("t::b", f"dispatched {CUDNN} x1 in require_cudnn; failed with MATH forced, but not with the canary's message: other"),
         ("t::c", f"dispatched {CUDNN} x1 in require_cudnn; skipped with MATH forced: why"),
         ("t::d", f"dispatched {CUDNN} x1 in require_cudnn; passed with MATH forced"),
         ("t::e", f"dispatched {CUDNN} x1 in require_cudnn; did not run with MATH forced")]
     cov = TeethCoverage(True, 3, 1, 2, ["t::a"], ["t::z"], [])
-    items = cal.toothless(seen("c1", "teeth", tests, cov=cov), [rc], print)
+    items = seenmod.toothless(seen("c1", "teeth", tests, cov=cov), [rc], print)
     assert [(i.text, i.reason.split(";")[0]) for i in items] == [("t::a", f"dispatched {CUDNN} x2 in require_cudnn"),
                                                                  ("t::z", f"dispatched {CUDNN} in require_cudnn")]
     said = []
-    assert cal.toothless(seen("c1", "teeth", tests), [seen("c1", "require_cudnn", [], fp="v2", dispatch=prior)],
+    assert seenmod.toothless(seen("c1", "teeth", tests), [seen("c1", "require_cudnn", [], fp="v2", dispatch=prior)],
                          said.append) == []
     assert said == ["not calibrated: known_toothless from c1-teeth: no require_cudnn run of c1 from the same venv to "
                     "check its coverage against (calibrate the cell in all its modes)"]
     unchecked = TeethCoverage(checked=False)
-    assert [i.text for i in cal.toothless(seen("c1", "teeth", tests, cov=unchecked), [rc], print)] == [
+    assert [i.text for i in seenmod.toothless(seen("c1", "teeth", tests, cov=unchecked), [rc], print)] == [
         "t::b", "t::c", "t::d", "t::e"]
-    assert cal._prior(teeth, [seen("c1", "normal", [], dispatch=prior)]) is None
+    assert seenmod.prior_census(teeth, [seen("c1", "normal", [], dispatch=prior)]) is None
 
 
 def calib(runs, s=None, old=None, inline=None, cells=None, keep=False):
@@ -260,13 +261,13 @@ def test_tiers_and_known_flaky_the_matrix_sets_are_not_written():
 def test_an_exact_canary_failure_outside_teeth_is_refused_by_name():
     s = seen("c1", "normal", [T("t::c", "failed", TEETH_MESSAGE, ()), T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
     said: list[str] = []
-    assert cal.failures(s, cal._canaries(s.cell.suite), said.append) == []
+    assert seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append) == []
     assert said == [f"refused: c1-normal t::{n} failed with the canary's message ({m!r}: a test that asked for cuDNN "
                     "and got another tier); a known failure would hide the dispatch change the canary exists to catch"
                     for n, m in (("c", TEETH_MESSAGE), ("n", f"x {TEETH_MESSAGE}"))]
     t = seen("c1", "teeth", [T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
     said.clear()
-    cal.failures(t, cal._canaries(t.cell.suite), said.append)
+    seenmod.failures(t, seenmod.canaries(t.cell.suite), said.append)
     assert said == [f"refused: c1-teeth t::n failed with the canary's message ({'x ' + TEETH_MESSAGE!r}: with MATH "
                     "forced, holding but not exactly the canary's message); a known failure would hide the dispatch "
                     "change the canary exists to catch"]
@@ -276,8 +277,8 @@ def test_a_skip_note_counts_the_most_of_any_one_run_of_a_cell():
     from dataclasses import replace
     r1 = seen("c1", "normal", [T(f"t::s{i}", "skipped", "x", ()) for i in range(3)])
     r2 = replace(seen("c1", "normal", [T("t::s0", "skipped", "x", ())]), round=1)
-    items = [cal.Item("x", "", r) for r in (r1, r1, r1, r2)]
-    assert cal._skip_note(items) == "c1: 3 test(s)"
+    items = [seenmod.Item("x", "", r) for r in (r1, r1, r1, r2)]
+    assert seenmod.skip_note(items) == "c1: 3 test(s)"
     assert cal._least([("c1", 3), ("c1", 5), ("c2", 4)]) == {"c1": 3, "c2": 4}  # type: ignore[arg-type]
 
 

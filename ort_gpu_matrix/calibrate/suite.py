@@ -23,190 +23,55 @@ rules without observations, any cell of the suite) was not calibrated this time.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import expectfile
-from ..config.expectfile import Count, ModeTable, Skip, literal_regex, short
-from ..config.kernels import CUDNN, MATH, TEETH_MESSAGE
+from ..config.expectfile import Count, ModeTable, Skip, literal_regex
 from ..config.loader import read_toml, suite_expect
-from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, TeethExpect, expect_path
+from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, expect_path
 from ..config.modes import MODES
 from ..config.overrides import Workspace
-from ..drive import scheduler
-from ..drive.cell import run_cell
-from ..drive.context import CellRuns
-from ..envs.venvs import BuildError
-from ..host.host import Resolved, check
-from ..judge.outcomes import FAILING, bites, first_line
 from ..judge.pollution import lines as pollution_lines
-from ..judge.verdicts import Dispatch, TestResult, expectation_reasons, outcome_judge, tests_of
-from ..plan.cells import Cell, cells_of
+from ..judge.verdicts import expectation_reasons, outcome_judge
+from ..plan.cells import cells_of
 from ..plan.select import select
-from ..report import progress
-from ..report.model import InputError, gather
 from ..report.render.live import Display
-from ..store.results import Result, StoreError
 from ..util.errors import MatrixError
 from ..util.escape import term
 from ..util.fs import write_atomic
 from . import flaky as calibrate_flaky
 from .eps import Run as EpRun
 from .eps import cuda_rules, fallbacks_seen
+from .gather import RUNS, CalibrateError, Voices, read, run
+from .seen import (
+    Item,
+    Seen,
+    bitten_in,
+    canaries,
+    failures,
+    observed_of,
+    prior_census,
+    reason_of,
+    search,
+    skip_note,
+    toothless,
+    uncovered,
+)
 from .tiers import Run, tier_rules
 
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
               "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
-RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
 Say = Callable[[str], None]
-
-
-class CalibrateError(Exception):
-    """Calibrate cannot go on; the message says what to do. Nothing was written."""
-
-
-@dataclass(frozen=True)
-class Seen:
-    """One mode run of one cell as calibrate reads it: the result and every test the probe recorded."""
-
-    cell: Cell
-    result: Result
-    tests: list[TestResult]
-    round: int = 0  # which of calibrate's --runs this run was (0-based)
-
-    @property
-    def mode(self) -> str:
-        return self.result.mode
-
-    @property
-    def observation(self) -> Observation:
-        ort = self.result.provenance.ort
-        return Observation(self.cell.name, str(ort.get("version") or "unknown") if ort else "unknown",
-                           self.result.started[:10])
-
-
-@dataclass(frozen=True)
-class Item:
-    """Something today's outcome needs accepted: a failing or toothless test (by node id), or a skip reason."""
-
-    text: str
-    reason: str
-    seen: Seen
 
 
 @dataclass
 class Outcome:
     written: dict[str, Path] = field(default_factory=dict)  # suite id -> the file written
     lines: list[str] = field(default_factory=list)  # what calibrate says on stdout, in order
-
-
-def _search(pattern: str, text: str) -> bool:
-    return re.search(pattern, text) is not None
-
-
-def _canaries(suite: Suite) -> tuple[str, ...]:
-    teeth = suite.expect.get("teeth")
-    own = teeth.message if isinstance(teeth, TeethExpect) else TEETH_MESSAGE
-    return tuple(dict.fromkeys((own, TEETH_MESSAGE)))
-
-
-def _bitten(seen: Seen) -> set[str]:
-    expect = seen.cell.suite.expect["teeth"]
-    message = expect.message if isinstance(expect, TeethExpect) else TEETH_MESSAGE
-    return {t.nodeid for t in seen.tests if bites(t.outcome, t.message, message)}
-
-
-def _prior(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
-    """require_cudnn's census, for teeth's coverage: the same cell's run, from the same venv."""
-    rc = next((s for s in runs if s.cell.name == teeth.cell.name and s.mode == "require_cudnn"
-               and s.round == teeth.round), None)
-    if rc is None or rc.result.venv.fingerprint != teeth.result.venv.fingerprint:
-        return None
-    return rc.result.dispatch
-
-
-def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
-    """Every failing test of a run, with its first failure line; the canary's own failures refused by name."""
-    bitten = _bitten(seen) if seen.mode == "teeth" else set()
-    items = []
-    for t in seen.tests:
-        if t.outcome not in FAILING or t.nodeid in bitten:
-            continue
-        line = first_line(t.message)
-        if any(c in line for c in canaries):
-            why = ("with MATH forced, holding but not exactly the canary's message" if seen.mode == "teeth" else
-                   "a test that asked for cuDNN and got another tier")
-            say(f"refused: {seen.result.session} {t.nodeid} {t.outcome} with the canary's message ({line!r}: {why});"
-                " a known failure would hide the dispatch change the canary exists to catch")
-            continue
-        items.append(Item(t.nodeid, short(line) or f"{t.outcome}, with no message", seen))
-    return items
-
-
-def toothless(teeth: Seen, runs: Sequence[Seen], say: Say) -> list[Item]:
-    """Every test that dispatched cuDNN in require_cudnn and was not bitten, with that census as its reason."""
-    cov = teeth.result.teeth_coverage
-    prior = _prior(teeth, runs)
-    if cov is not None and cov.checked:
-        names = [*cov.declared_toothless, *cov.undeclared_toothless]
-    elif prior is not None:
-        names = [n for n in prior.cudnn_tests() if n not in _bitten(teeth)]
-    else:
-        say(f"not calibrated: known_toothless from {teeth.result.session}: no require_cudnn run of {teeth.cell.name} "
-            "from the same venv to check its coverage against (calibrate the cell in all its modes)")
-        return []
-    outcomes = {t.nodeid: t for t in teeth.tests}
-    items = []
-    for name in sorted(names):
-        times = prior.tests.get(name, []).count(CUDNN) if prior is not None else 0
-        dispatched = f"dispatched {CUDNN}" + (f" x{times}" if times else "") + " in require_cudnn"
-        t = outcomes.get(name)
-        if t is None:
-            did = f"did not run with {MATH} forced"
-        elif t.outcome in FAILING:
-            did = f"{t.outcome} with {MATH} forced, but not with the canary's message: {first_line(t.message)}"
-        elif t.outcome == "skipped":
-            did = f"skipped with {MATH} forced: {first_line(t.message)}"
-        else:
-            did = f"{t.outcome} with {MATH} forced"
-        items.append(Item(name, f"{dispatched}; {did}", teeth))
-    return items
-
-
-def _observed(items: Sequence[Item]) -> tuple[Observation, ...]:
-    return tuple(sorted({i.seen.observation for i in items}, key=lambda o: (o.cell, o.ort, o.date)))
-
-
-def _reason(items: Sequence[Item]) -> str:
-    reasons = list(dict.fromkeys(i.reason for i in items))
-    per_cell = dict.fromkeys(f"{i.seen.cell.name}: {i.reason}" for i in items)
-    return short(reasons[0] if len(reasons) == 1 else "; ".join(per_cell))
-
-
-def _skip_note(items: Sequence[Item]) -> str:
-    per_run: dict[tuple[str, int], int] = {}
-    for i in items:
-        key = (i.seen.cell.name, i.seen.round)
-        per_run[key] = per_run.get(key, 0) + 1
-    per: dict[str, int] = {}
-    for (cell, _), n in per_run.items():  # a cell calibrated --runs N times: the most of any one run
-        per[cell] = max(n, per.get(cell, 0))
-    return ", ".join(f"{cell}: {n} test(s)" for cell, n in sorted(per.items()))
-
-
-def _uncovered(patterns: Sequence[str], items: Sequence[Item]) -> dict[str, list[Item]]:
-    """Items no pattern matches, grouped by their text, in order."""
-    out: dict[str, list[Item]] = {}
-    for i in items:
-        if not any(_search(p, i.text) for p in patterns):
-            out.setdefault(i.text, []).append(i)
-    return dict(sorted(out.items()))
 
 
 @dataclass
@@ -246,27 +111,27 @@ class SuiteCalibration:
         calibrated = self._cells(mode)
         out: list[Rule] = []
         for rule in self._old(mode, key) or ():
-            hits = [i for i in items if _search(rule.test, i.text)]
+            hits = [i for i in items if search(rule.test, i.text)]
             elsewhere = tuple(o for o in rule.observed if o.cell not in calibrated)
             if not hits and not elsewhere and self._stale(mode, key, f"{rule.test!r} ({rule.reason})", rule.observed):
                 continue
             out.append(dataclasses.replace(rule, observed=tuple(sorted(
-                elsewhere + _observed(hits), key=lambda o: (o.cell, o.ort, o.date))) if hits or elsewhere
+                elsewhere + observed_of(hits), key=lambda o: (o.cell, o.ort, o.date))) if hits or elsewhere
                 else rule.observed))
         kept = [r.test for r in out]
-        out += [Rule(literal_regex(text), _reason(found), _observed(found))
-                for text, found in _uncovered(kept, items).items()]
+        out += [Rule(literal_regex(text), reason_of(found), observed_of(found))
+                for text, found in uncovered(kept, items).items()]
         return out
 
     def skips(self, mode: str) -> list[Skip]:
         items = [Item(t.message, "", s) for s in self.runs if s.mode == mode for t in s.tests if t.outcome == "skipped"]
         out: list[Skip] = []
         for pattern in self._old(mode, "allowed_skips") or ():
-            hits = [i for i in items if _search(pattern, i.text)]
+            hits = [i for i in items if search(pattern, i.text)]
             if hits or not self._stale(mode, "allowed_skips", repr(pattern), ()):
-                out.append(Skip(pattern, _skip_note(hits) if hits else "matched nothing in the cells calibrated"))
-        out += [Skip(literal_regex(text), _skip_note(found))
-                for text, found in _uncovered([s.pattern for s in out], items).items()]
+                out.append(Skip(pattern, skip_note(hits) if hits else "matched nothing in the cells calibrated"))
+        out += [Skip(literal_regex(text), skip_note(found))
+                for text, found in uncovered([s.pattern for s in out], items).items()]
         return out
 
     def minimum(self, mode: str, key: str, values: dict[str, int]) -> Count | None:
@@ -285,7 +150,7 @@ class SuiteCalibration:
             return False
         rules = getattr(self.suite.expect[mode], key, ())
         patterns = [r.test for r in rules] if key.startswith("known_") else list(rules) if key == "allowed_skips" else []
-        left = list(_uncovered(patterns, items)) if patterns or items else []
+        left = list(uncovered(patterns, items)) if patterns or items else []
         tail = f"; today it does not accept: {'; '.join(left)}" if left else ""
         self.say(f"not written: {mode} {key}: [suite.{self.suite.id}.expect.{mode}] in the matrix file sets it "
                  f"(a key is set in one file only){tail}")
@@ -299,7 +164,7 @@ class SuiteCalibration:
         for key in sorted(self.old_keys.get(mode, set()) - CALIBRATED):  # require_kernel, message, ...: a person's
             t.kept[key] = getattr(self.suite.expect[mode], key)
         if mode == "teeth":
-            bitten = _least({(s.cell.name, len(_bitten(s))) for s in runs})
+            bitten = _least({(s.cell.name, len(bitten_in(s))) for s in runs})
             for cell in sorted(c for c, n in bitten.items() if n == 0):
                 self.say(f"not accepted: teeth of {cell}: nothing failed with the canary's message (the canary has "
                          "no teeth there); no expectation can accept that")
@@ -331,7 +196,7 @@ class SuiteCalibration:
         for line in fallbacks_seen([EpRun(s.observation, s.tests) for s in runs]):
             self.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
                      "rule by hand if the CPU may serve it)")
-        failing = [i for s in runs for i in failures(s, _canaries(self.suite), self.say)]
+        failing = [i for s in runs for i in failures(s, canaries(self.suite), self.say)]
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
         t.rules = {k: v for k, v in t.rules.items() if v}
@@ -352,117 +217,6 @@ def _least(seen: set[tuple[str, int]]) -> dict[str, int]:
     for cell, n in seen:
         out[cell] = min(n, out.get(cell, n))
     return out
-
-
-def _report(result: Result, search: Sequence[Path]) -> dict[str, Any] | None:
-    """The run's probe report, from its bundle; looked for under `search` too when the results were moved."""
-    moved = (p for d in search for p in sorted(d.rglob(f"runs/{result.session}/{result.run_id}/report.json")))
-    for path in itertools.chain([Path(result.report)] if result.report else [], moved):
-        data = _json(path)
-        if data is not None:
-            return data
-    if result.report is None:
-        return None  # the run wrote none
-    raise CalibrateError(f"{result.session}: its probe report ({result.report}) cannot be read: calibrate reads each "
-                         "test's failure message and skip reason from it; copy the results dir whole, runs/ included")
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
-
-
-def _seen(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> Seen | None:
-    if result.stopped:
-        say(f"not calibrated: {result.session}: the run was {result.stopped}")
-        return None
-    report = _report(result, search)
-    if report is None:
-        say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
-        return None
-    return Seen(cell, result, tests_of(report))  # type: ignore[arg-type]
-
-
-def _as_run(workspace: Workspace, cell: Cell, say: Say) -> Cell:
-    """A cell whose suite names an expect file not written yet runs on the matrix's own tables."""
-    path = expect_path(workspace.base, cell.suite)
-    if path is None or path.is_file():
-        return cell
-    say(f"{cell.name}: {path} does not exist yet: the run is judged by [suite.{cell.suite.id}.expect] alone")
-    return dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, expect_file=None))
-
-
-def run(matrix: Matrix, chosen: Sequence[Cell], explicit: bool, say: Say, log: Say, echo: Say,
-        rounds: int = RUNS, display: Display | None = None) -> list[Seen]:
-    """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
-    tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
-    With a `display`, the runs are watched as a sweep's are (progress.py)."""
-    runnable: list[tuple[Cell, Resolved]] = []
-    for cell in chosen:
-        cell = _as_run(matrix.workspace, cell, say)
-        resolved = check(cell, matrix.workspace)
-        if isinstance(resolved, MatrixError):
-            why = "; ".join(f"{p.key}: {p.problem}" for p in resolved.problems)
-            if explicit:
-                raise CalibrateError(f"{cell.name} cannot run on this host: {why}")
-            say(f"skipped: {cell.name} cannot run on this host: {why}")
-            continue
-        runnable.append((cell, resolved))
-    seen = []
-    results_dir = matrix.workspace.results_dir
-    # one job per mode run of every round: a session runs `rounds` times, each run watched as its own
-    watch = None if display is None else progress.Watch(
-        [j for _ in range(rounds) for j in scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir)],
-        (), display, results_dir)
-    try:
-        for cell, resolved in runnable:
-            for n in range(rounds):
-                if watch is None:
-                    log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
-                try:
-                    results = run_cell(CellRuns(cell, resolved, matrix.workspace, (), {},
-                                                log if watch is None else watch.detail,
-                                                echo if watch is None else _quiet, watch=watch), cell.modes)
-                except (BuildError, StoreError, MatrixError) as exc:
-                    raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
-                seen += [dataclasses.replace(s, round=n) for s in (_seen(cell, r, [], say) for r in results)
-                         if s is not None]
-    finally:
-        if watch is not None:
-            watch.close()
-    return seen
-
-
-def _quiet(line: str) -> None:
-    """pytest's output of a watched calibration: already in each run's pytest.log."""
-
-
-def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
-    """The chosen cells' current results under `dirs` (as `nox -s report` gathers them), running nothing."""
-    try:
-        results = gather(list(dirs))
-    except InputError as exc:
-        raise CalibrateError(str(exc)) from None
-    by_name = {c.name: c for c in chosen}
-    seen = []
-    for r in sorted(results, key=lambda r: (r.cell.name, MODES.index(r.mode) if r.mode in MODES else 99)):
-        cell = by_name.get(r.cell.name)
-        if cell is None or r.mode not in cell.modes:
-            continue
-        if r.cell.suite != cell.suite.id:
-            say(f"not calibrated: {r.session}: it ran suite {r.cell.suite}, the matrix gives {cell.name} "
-                f"suite {cell.suite.id}")
-            continue
-        found = _seen(cell, r, dirs, say)
-        if found is not None:
-            seen.append(found)
-    for c in chosen:
-        if not any(s.cell.name == c.name for s in seen):
-            say(f"no result: {c.name} has no usable result in {', '.join(map(str, dirs))}")
-    return seen
 
 
 def targets(workspace: Workspace, suites: dict[str, Suite], write: Path | None, force: bool) -> dict[str, Path]:
@@ -506,7 +260,7 @@ def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, Dispat
     """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
     for s in runs:
         judge = outcome_judge(s.mode)
-        prior = _prior(s, runs) if s.mode == "teeth" else None
+        prior = prior_census(s, runs) if s.mode == "teeth" else None
         before = expectation_reasons(judge, s.cell.suite.expect[s.mode], s.tests, s.result.counts, prior)
         after = expectation_reasons(judge, expect[s.mode], s.tests, s.result.counts, prior)
         after += [r for r in s.result.reasons if r not in before]  # the audit, the cross-checks: not calibrated
@@ -528,10 +282,22 @@ def _write(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[st
     return loaded
 
 
-def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = None, from_dirs: Sequence[Path] = (),
-              force: bool = False, keep_stale: bool = False, log: Say = print, echo: Say = print,
-              rounds: int = RUNS, display: Display | None = None) -> Outcome:
+@dataclass(frozen=True)
+class Asked:
+    """What a calibrate run was asked: `write` (--write, else each suite's own file), `from_dirs` (--from: read
+    results instead of running), `force` (replace a file that is not the suite's), `keep_stale`, `rounds` (--runs)."""
+
+    write: Path | None = None
+    from_dirs: Sequence[Path] = ()
+    force: bool = False
+    keep_stale: bool = False
+    rounds: int = RUNS
+
+
+def calibrate(matrix: Matrix, selectors: Sequence[str], asked: Asked = Asked(), log: Say = print, echo: Say = print,
+              display: Display | None = None) -> Outcome:
     """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
+    write, from_dirs, force, keep_stale, rounds = asked.write, asked.from_dirs, asked.force, asked.keep_stale, asked.rounds
     out = Outcome()
     say = out.lines.append
     cells = cells_of(matrix)
@@ -541,8 +307,8 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
     if rounds < 2 and not from_dirs:
         raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
                              f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix, chosen, bool(selectors), say, log, echo, rounds,
-                                                             display)
+    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix.workspace, chosen, bool(selectors), rounds,
+                                                             Voices(say, log, echo), display)
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))
@@ -553,7 +319,7 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], write: Path | None = Non
         if not runs:
             say(f"not written: [suite.{sid}]: none of its cells left a result to calibrate from")
             continue
-        own = matrix.expect_path(suite)
+        own = expect_path(matrix.base, suite)
         old_raw = read_toml(own).get("expect", {}) if own is not None and own.is_file() else {}
         inline_raw = raw.get(sid, {}).get("expect", {})
         modes = [m for m in MODES if any(s.mode == m for s in runs)]
