@@ -195,30 +195,30 @@ def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
 
 
 def test_the_room_decision():
-    from ort_gpu_matrix.host.room import Room, decide, parse_wanted, workers_of
+    from ort_gpu_matrix.host.room import Ask, Room, decide, parse_wanted, workers_of
 
     free = (100000, 140000)
-    assert decide(None, None, 2, 16, 8, free, [None, None]).slots == 2  # two -n 8 on 16 cores: the ceiling
-    two = decide(None, None, 2, 16, 8, free, [None, None])
+    assert decide(Ask(2, 8, [None, None], None, None), 16, free).slots == 2  # two -n 8 on 16 cores: the ceiling
+    two = decide(Ask(2, 8, [None, None], None, None), 16, free)
     assert two.workers is None and "16 of 16 cores for 2 run(s) of -n 8" in two.why
-    cut = decide(None, None, 2, 12, 8, free, [None, None])
+    cut = decide(Ask(2, 8, [None, None], None, None), 12, free)
     assert (cut.slots, cut.workers) == (2, 6) and "-n 6 each" in cut.why  # never oversubscribed: cut to the share
     assert cut.pytest_args(8) == ["-n", "6"] and cut.pytest_args(1) == []
-    serial = decide(None, None, 2, 6, 8, free, [None, None])
+    serial = decide(Ask(2, 8, [None, None], None, None), 6, free)
     assert (serial.slots, serial.workers) == (1, None)  # -n 3 each would halve them or worse: serial, own -n
-    assert decide(None, None, 2, 16, 8, free, [60000, 50000]).slots == 1  # the last peaks do not fit together
-    assert decide(None, None, 2, 16, 8, free, [40000, 50000]).slots == 2
-    assert decide(None, None, 4, 64, 1, free, [1, 1, 1, 1]).slots == 4
-    assert decide(None, None, 6, 64, 1, free, [1] * 6).slots == 4  # never more than four unasked
-    four = decide(None, None, 6, 16, 8, free, [4000] * 6)  # a two-cell sweep, both teeth early, on the H200
+    assert decide(Ask(2, 8, [60000, 50000], None, None), 16, free).slots == 1  # the last peaks do not fit together
+    assert decide(Ask(2, 8, [40000, 50000], None, None), 16, free).slots == 2
+    assert decide(Ask(4, 1, [1, 1, 1, 1], None, None), 64, free).slots == 4
+    assert decide(Ask(6, 1, [1] * 6, None, None), 64, free).slots == 4  # never more than four unasked
+    four = decide(Ask(6, 8, [4000] * 6, None, None), 16, free)  # a two-cell sweep, both teeth early, on the H200
     assert (four.slots, four.workers) == (4, 4) and "4 runs of -n 8 would need 32 of 16 cores: -n 4 each" in four.why
-    three = decide(None, None, 3, 16, 8, free, [7000, 7000, 5000])  # a scoped teeth with the pair
+    three = decide(Ask(3, 8, [7000, 7000, 5000], None, None), 16, free)  # a scoped teeth with the pair
     assert (three.slots, three.workers) == (3, 5) and "3 runs of -n 8 would need 24 of 16 cores: -n 5 each" in three.why
-    assert decide(None, None, 3, 16, 8, free, [50000, 40000, 30000]).slots == 2  # memory for two only
-    assert decide(3, None, 3, 64, 1, "no GPU", []).slots == 3  # asked for
-    assert decide(2, 1, 2, 64, 1, free, []).slots == 1  # the suite's cap wins
-    assert decide(2, None, 1, 64, 1, free, []).slots == 1  # require_cudnn and teeth: one waits on the other
-    assert decide(None, None, 2, 16, 8, "nvidia-smi is not on PATH", [None]).slots == 1
+    assert decide(Ask(3, 8, [50000, 40000, 30000], None, None), 16, free).slots == 2  # memory for two only
+    assert decide(Ask(3, 1, [], 3, None), 64, 'no GPU').slots == 3  # asked for
+    assert decide(Ask(2, 1, [], 2, 1), 64, free).slots == 1  # the suite's cap wins
+    assert decide(Ask(1, 1, [], 2, None), 64, free).slots == 1  # require_cudnn and teeth: one waits on the other
+    assert decide(Ask(2, 8, [None], None, None), 16, 'nvidia-smi is not on PATH').slots == 1
     assert isinstance(two, Room)
     assert workers_of(["-n", "8"], 16) == 8 and workers_of(["-n8"], 16) == 8 and workers_of([], 16) == 1
     assert workers_of(["-n", "8", "-n", "2"], 16) == 2 and workers_of(["--numprocesses=auto"], 16) == 16
@@ -408,10 +408,10 @@ def test_three_candidate_runs_never_give_less_room_than_two(cores_):
     """(With AUTO_MOST 3, found by rv24:) three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
     where two runs (-n 4 or 5 each) were chosen before: a sweep, or a cell with a scoped teeth, on 8-11 cores goes
     serial."""
-    from ort_gpu_matrix.host.room import decide
-    two = decide(None, None, 2, cores_, 8, (139000, 140000), [1000, 1000])
-    three = decide(None, None, 3, cores_, 8, (139000, 140000), [1000, 1000, 1000])
-    four = decide(None, None, 4, cores_, 8, (139000, 140000), [1000] * 4)
+    from ort_gpu_matrix.host.room import Ask, decide
+    two = decide(Ask(2, 8, [1000, 1000], None, None), cores_, (139000, 140000))
+    three = decide(Ask(3, 8, [1000, 1000, 1000], None, None), cores_, (139000, 140000))
+    four = decide(Ask(4, 8, [1000] * 4, None, None), cores_, (139000, 140000))
     assert two.slots == 2
     assert three.slots >= two.slots, three.why
     assert four.slots >= two.slots, four.why

@@ -50,7 +50,7 @@ from ..config.modes import spec
 from ..config.overrides import Workspace
 from ..drive.attempt import evidence, keep, locked, session_lock, verdict_of
 from ..drive.cell import with_libset
-from ..drive.scheduler import last_peak_mib
+from ..drive.overlap import ask_of
 from ..envs.venvs import Venv, ensure_venv
 from ..execute.mode_run import run_mode
 from ..execute.request import Launch, ModeRun
@@ -302,9 +302,9 @@ def _round(rr: Reruns, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int) 
         return
     n, posargs, log, cell = rr.n, rr.posargs, rr.log, todo[0][0].cell
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
-    room = decide(rr.wanted, cell.suite.slots_per_gpu, len(todo), cores(), own,
-                  gpu_memory(todo[0][0].given.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")),
-                  [last_peak_mib(rr.workspace.results_dir, m.result.session) for m, _ in todo])
+    ask = ask_of([(cell, [m.result.mode for m, _ in todo])], posargs, rr.workspace.results_dir, rr.wanted, len(todo))
+    gpu = todo[0][0].given.get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+    room = decide(ask, cores(), gpu_memory(gpu))
     if len(todo) > 1:
         log(f"confirm: {cell.name}: rerun {k} of {n}: {room.slots} mode rerun(s) at once ({room.why})")
     extra = [*posargs, *room.pytest_args(own)] if room.slots > 1 else list(posargs)

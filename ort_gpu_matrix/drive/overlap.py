@@ -15,13 +15,14 @@ The venv is built (or checked) once, here, before any child starts: the children
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.modes import spec
-from ..host.room import Room, cores, decide, gpu_memory, workers_of
+from ..host.room import Ask, Room, cores, decide, gpu_memory, workers_of
 from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
@@ -56,15 +57,24 @@ def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
     return len(modes) if earlyteeth.possible(cell, modes, results_dir) else at_once(modes)
 
 
+def ask_of(chosen: Sequence[tuple[Cell, Sequence[str]]], posargs: Sequence[str], results_dir: Path,
+           wanted: int | None, together: int) -> Ask:
+    """What the chosen mode runs ask of a GPU, from their suites, the command line and their last recorded
+    peaks: the one place a room decision is assembled (a cell session, a --gpus sweep, confirmation reruns)."""
+    n = cores()
+    peaks = [scheduler.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
+    caps = [c.suite.slots_per_gpu for c, _ in chosen if c.suite.slots_per_gpu is not None]
+    widest = max((workers_of([*c.suite.pytest_args, *posargs], n) for c, _ in chosen), default=1)
+    return Ask(together, widest, peaks, wanted, min(caps, default=None))
+
+
 def room_for(cr: CellRuns, modes: Sequence[str], wanted: int | None) -> Room:
     """The room for this cell's modes on the GPU this process was given, from what the host has now. A scoped
     teeth with a last run on record counts as a third run at once (earlyteeth.py): with room for three it starts
     with the pair and waits for its census; with room for two it starts after require_cudnn."""
-    n, cell, posargs, results_dir = cores(), cr.cell, cr.posargs, cr.workspace.results_dir
-    peaks = [scheduler.last_peak_mib(results_dir, cell.mode_session(m)) for m in modes]
-    together = together_of(cell, modes, results_dir)
-    return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
-                  gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
+    results_dir = cr.workspace.results_dir
+    ask = ask_of([(cr.cell, modes)], cr.posargs, results_dir, wanted, together_of(cr.cell, modes, results_dir))
+    return decide(ask, cores(), gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path) -> list[Result]:
@@ -109,16 +119,13 @@ def sweep_room(results_dir: Path, chosen: Sequence[tuple[Cell, Sequence[str]]], 
                wanted: int | None, posargs: Sequence[str]) -> Room:
     """The room on each of a `--gpus` sweep's GPUs: the tightest GPU's free memory, the two largest last peaks
     of the chosen runs, and the widest suite's -n against the cores all the GPUs' runs share."""
-    n = cores()
-    peaks = [scheduler.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
     memories = [gpu_memory(g) for g in gpus]
     known = [m for m in memories if not isinstance(m, str)]
     memory = min(known, key=lambda m: m[0]) if known and len(known) == len(memories) else \
         next((m for m in memories if isinstance(m, str)), "no GPU")
-    caps = [c.suite.slots_per_gpu for c, _ in chosen if c.suite.slots_per_gpu is not None]
-    widest = max((workers_of([*c.suite.pytest_args, *posargs], n) for c, _ in chosen), default=1)
     together = sum(together_of(c, modes, results_dir) for c, modes in chosen)
-    return decide(wanted, min(caps, default=None), together, n, widest, memory, peaks, gpus=max(1, len(gpus)))
+    ask = dataclasses.replace(ask_of(chosen, posargs, results_dir, wanted, together), gpus=max(1, len(gpus)))
+    return decide(ask, cores(), memory)
 
 
 def own_workers(job: scheduler.Job, posargs: Sequence[str]) -> int:

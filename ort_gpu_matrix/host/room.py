@@ -116,14 +116,31 @@ class Room:
         return ["-n", str(self.workers)] if self.workers is not None and own_workers > self.workers else []
 
 
-def decide(wanted: int | None, cap: int | None, runs_at_once: int, cores_: int, workers: int,
-           memory: tuple[int, int] | str, peaks: Sequence[int | None], gpus: int = 1, auto_most: int = AUTO_MOST) -> Room:
-    """The room on each of `gpus` GPUs (they share the cores) for runs of `workers` pytest processes each.
+@dataclass(frozen=True)
+class Ask:
+    """What some mode runs ask of the GPUs they may share: the one shape every room decision takes.
 
-    `runs_at_once`: the most that could run together (2 for a cell of three modes); `peaks`: the last
-    recorded peak GPU memory (MiB) of each run that may share a GPU, None where none was recorded.
-    `auto_most`: the most runs chosen unasked (3 for a cell whose scoped teeth can start with the pair).
+    `runs_at_once`: the most that could run together (2 for a cell of three modes); `workers`: the -n
+    of each (the widest asked); `peaks`: the last recorded peak GPU memory (MiB) of each run that may
+    share a GPU, None where none was recorded; `wanted`: --slots-per-gpu (None: auto); `cap`: the
+    suites' slots_per_gpu (the lowest); `gpus`: how many GPUs share the cores; `auto_most`: the most
+    runs chosen unasked (3 for a cell whose scoped teeth can start with the pair).
     """
+
+    runs_at_once: int
+    workers: int
+    peaks: Sequence[int | None] = ()
+    wanted: int | None = None
+    cap: int | None = None
+    gpus: int = 1
+    auto_most: int = AUTO_MOST
+
+
+def decide(ask: Ask, cores_: int, memory: tuple[int, int] | str) -> Room:
+    """The room on each of `ask.gpus` GPUs (they share `cores_`), given the tightest GPU's (free, total) MiB
+    or why it cannot be read."""
+    wanted, cap, runs_at_once, workers = ask.wanted, ask.cap, ask.runs_at_once, ask.workers
+    peaks, gpus, auto_most = ask.peaks, ask.gpus, ask.auto_most
     why: list[str] = []
     most = max(1, runs_at_once)
     if wanted is not None:

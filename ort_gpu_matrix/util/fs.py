@@ -26,7 +26,7 @@ def _replace_atomic(path: Path, fill: Callable[[IO[bytes]], None], check: Callab
     `check` sees the filled temp file before the rename; whatever it raises leaves the target as it was.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # no suffix: a *.py glob never sees it
     try:
         with os.fdopen(fd, "wb") as f:
             fill(f)
