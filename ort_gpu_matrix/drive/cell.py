@@ -46,7 +46,8 @@ from ..host.ortsource import SourceTree
 from ..host.room import cores, workers_of
 from ..judge.expected import expected_of
 from ..judge.outcomes import collected
-from ..judge.verdicts import Evidence, judge, outcome_judge, refused, scoped, tests_of
+from ..judge.verdicts import judge, outcome_judge, refused, scoped, tests_of
+from ..judge.witnesses import Evidence
 from ..plan.cells import Cell
 from ..store import results
 from ..store.results import Result
