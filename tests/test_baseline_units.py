@@ -8,7 +8,9 @@ import json
 import pytest
 from unitkit import result
 
-from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage
+from ort_gpu_matrix.judge.counts import Counts, Dispatch
+from ort_gpu_matrix.judge.libraries import Libraries
+from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.store.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
 from ort_gpu_matrix.store.baseline import TestLine as Line
 from ort_gpu_matrix.store.results import Provenance

@@ -23,8 +23,9 @@ from ort_gpu_matrix.calibrate import suite as cal
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.host.host import check
+from ort_gpu_matrix.judge.counts import Counts, Dispatch
 from ort_gpu_matrix.judge.pollution import Pollution, StateChange
-from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Status, TeethCoverage
+from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.plan.cells import cells_of
 from ort_gpu_matrix.report.render.live import Display
 from ort_gpu_matrix.store.results import CellInfo, Provenance, load

@@ -10,8 +10,9 @@ from ort_gpu_matrix.calibrate import suite as cal
 from ort_gpu_matrix.config.expectfile import Count, ModeTable, Skip
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.judge.verdicts import Dispatch, TeethCoverage
-from ort_gpu_matrix.judge.verdicts import TestResult as T
+from ort_gpu_matrix.judge.counts import Dispatch
+from ort_gpu_matrix.judge.counts import TestResult as T
+from ort_gpu_matrix.judge.verdicts import TeethCoverage
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 

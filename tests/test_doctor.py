@@ -156,7 +156,7 @@ def test_a_pin_for_another_machine_is_refused_before_building(harness, tmp_path)
 
 def test_the_audit_fails_a_pin_that_was_never_mapped():
     """The last line of defence behind the host checks: whatever the reason, a pin absent from the maps fails."""
-    from ort_gpu_matrix.judge.verdicts import library_audit
+    from ort_gpu_matrix.judge.libraries import library_audit
 
     by_name = {"cudart": {"soname": "libcudart.so.13", "file": "/usr/lib/libcudart.so.13.0.96", "version": 13000},
                "cudnn": {"soname": "libcudnn.so.9", "file": "/opt/x/libcudnn.so.9", "version": 91400}}

@@ -130,8 +130,8 @@ def test_a_known_flaky_test_within_its_set_is_expected_and_outside_it_is_not():
     does; outside its set, or a pass, it is not an expectation's doing. A known_failures rule that also
     matches does not count: the flaky rule alone judges the tests it matches."""
     from ort_gpu_matrix.config.model import FlakyRule, PassExpect, Rule
+    from ort_gpu_matrix.judge.counts import TestResult
     from ort_gpu_matrix.judge.expected import KNOWN_FLAKY, why_expected
-    from ort_gpu_matrix.judge.verdicts import TestResult
 
     rule = FlakyRule(test="t::flaky", outcomes=("passed", "failed"), tiers=("MATH",), reason="comes and goes")
     expect = PassExpect(known_flaky=(rule,), known_failures=(Rule(test="t::", reason="wrong"),))

@@ -6,21 +6,11 @@ from __future__ import annotations
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.execute.junit import JunitCounts
-from ort_gpu_matrix.judge.verdicts import (
-    Counts,
-    Dispatch,
-    Evidence,
-    Libraries,
-    StaleRule,
-    Status,
-    TeethCoverage,
-    judge,
-    judge_counts,
-    judge_teeth,
-    refused,
-    scoped,
-    stale_in,
-)
+from ort_gpu_matrix.judge.counts import Counts, Dispatch
+from ort_gpu_matrix.judge.libraries import Libraries
+from ort_gpu_matrix.judge.stale import StaleRule, stale_in
+from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage, judge, judge_counts, judge_teeth, refused, scoped
+from ort_gpu_matrix.judge.witnesses import Evidence
 
 
 def report(tests, exitstatus=0, **kw):

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ort_gpu_matrix.config.model import FlakyRule, PassExpect, TierRule
-from ort_gpu_matrix.judge.verdicts import TestResult as T
-from ort_gpu_matrix.judge.verdicts import count, judge_counts
+from ort_gpu_matrix.judge.counts import TestResult as T
+from ort_gpu_matrix.judge.counts import count
+from ort_gpu_matrix.judge.verdicts import judge_counts
 
 
 def test_a_known_flaky_case_within_its_set_is_judged_by_its_flaky_rule_not_by_its_functions_tier_rule():

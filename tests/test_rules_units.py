@@ -12,8 +12,9 @@ from ort_gpu_matrix.config.model import FlakyRule, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.judge import expected as ex
 from ort_gpu_matrix.judge import flaky as flakes
 from ort_gpu_matrix.judge import tiers as tierrules
-from ort_gpu_matrix.judge.verdicts import Counts, Status, TeethCoverage
-from ort_gpu_matrix.judge.verdicts import TestResult as T
+from ort_gpu_matrix.judge.counts import Counts
+from ort_gpu_matrix.judge.counts import TestResult as T
+from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.report import states as st
 from ort_gpu_matrix.store.confirmation import Confirmation, Rerun
 from ort_gpu_matrix.store.confirmation import TestRuns as Runs

@@ -15,8 +15,8 @@ from test_calibrate import Calibration
 
 from ort_gpu_matrix.calibrate.tiers import Run, tier_rules
 from ort_gpu_matrix.config.model import Observation, TierRule
+from ort_gpu_matrix.judge.counts import TestResult as Outcome
 from ort_gpu_matrix.judge.tiers import function_of
-from ort_gpu_matrix.judge.verdicts import TestResult as Outcome
 from ort_gpu_matrix.util.escape import md as esc_md
 
 ROOT = SUITES / "tiers"

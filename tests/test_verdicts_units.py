@@ -1,7 +1,8 @@
 """The verdict's pure decisions in-process, each asserting whole reasons, stale rules and coverage: the probe
 report read into tests and counts, the census, the pass and teeth judges, the dispatch rules and the library
-audit (issue 26: these kill mutmut's mutants of verdicts.py without a nox run; tests/test_verdicts.py and
-test_census.py prove the same through real runs)."""
+audit (issue 26: these kill mutmut's mutants of verdicts.py and of the modules split out of it, counts.py,
+libraries.py and stale.py, without a nox run; tests/test_verdicts.py and test_census.py prove the same
+through real runs)."""
 from __future__ import annotations
 
 import os
@@ -9,23 +10,18 @@ import os
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge.counts import Counts, Dispatch, census, collected_of, count
+from ort_gpu_matrix.judge.counts import TestResult as T
+from ort_gpu_matrix.judge.libraries import library_audit
 from ort_gpu_matrix.judge.outcomes import first_line
+from ort_gpu_matrix.judge.stale import GONE, StaleRule
 from ort_gpu_matrix.judge.verdicts import (
-    GONE,
     NOTHING_TO_COVER,
-    Counts,
-    Dispatch,
-    StaleRule,
     TeethCoverage,
-    census,
-    collected_of,
-    count,
     expectation_reasons,
     judge_counts,
     judge_teeth,
-    library_audit,
 )
-from ort_gpu_matrix.judge.verdicts import TestResult as T
 from ort_gpu_matrix.judge.verdicts import (
     tests_of as read_tests,
 )
@@ -263,7 +259,7 @@ def test_expectation_reasons_pass_the_prior_census_to_the_judge():
 
 def test_a_known_flaky_rule_that_matches_nothing_is_stale_beside_the_known_failures():
     """h2's known_flaky rules are judged (and go stale) before the known failures: their stale rules must survive
-    what judge_counts adds after them (kills `out.stale = _stale_failures(...)`, an equivalent before h2)."""
+    what judge_counts adds after them (kills `out.stale = stale_failures(...)`, an equivalent before h2)."""
     from ort_gpu_matrix.config.model import FlakyRule
 
     flaky = FlakyRule("t::gone", ("passed", "failed"), (), "comes and goes",

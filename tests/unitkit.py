@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ort_gpu_matrix.judge.verdicts import Counts, Dispatch, Libraries, Status
+from ort_gpu_matrix.judge.counts import Counts, Dispatch
+from ort_gpu_matrix.judge.libraries import Libraries
+from ort_gpu_matrix.judge.verdicts import Status
 from ort_gpu_matrix.store.results import CellInfo, Provenance, Result, VenvInfo
 
 

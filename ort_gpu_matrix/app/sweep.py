@@ -36,7 +36,7 @@ from ..host.host import Resolved, check
 from ..host.room import Room
 from ..plan.cells import Cell, cells_of
 from ..report import progress
-from ..report.model import GATES, Report, build
+from ..report.model import GATES, Report, Sweep, build
 from ..report.render import html, markdown
 from ..report.render.live import Display
 from ..store.baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
@@ -244,9 +244,9 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
             interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
             log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
     scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
-    report = build(results, plan.before, opts.baseline, skipped=plan.not_run, scope=scope, gate=opts.gate,
+    report = build(results, plan.before, opts.baseline, Sweep(skipped=plan.not_run, scope=scope, gate=opts.gate,
                    allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted,
-                   confirm=None if child else opts.confirm)
+                   confirm=None if child else opts.confirm))
     outcome = SweepOutcome(report, errors, interrupted=interrupted)
     if child:
         return outcome
@@ -399,8 +399,8 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
     cells = cells_of(matrix)
     scope = Scope(frozenset(c.name for c in cells), frozenset((c.name, m) for c in cells for m in c.modes),
                   {c.name: "no result file among the inputs" for c in cells})
-    outcome = SweepOutcome(build(results, before, opts.baseline, scope=scope, gate=opts.gate,
-                                 allow_missing=opts.allow_missing))
+    outcome = SweepOutcome(build(results, before, opts.baseline, Sweep(scope=scope, gate=opts.gate,
+                                 allow_missing=opts.allow_missing)))
     outcome.files = write(matrix, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
                           name="report.json", roots=roots)
     _summary(outcome, print)

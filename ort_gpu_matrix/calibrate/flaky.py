@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from ..config.expectfile import literal_regex, short
 from ..config.model import FlakyRule, Observation
+from ..judge.counts import TestResult
 from ..judge.outcomes import FAILING, first_line
-from ..judge.verdicts import TestResult
 
 
 class Run(Protocol):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ..config.expectfile import short
 from ..config.kernels import CUDNN, MATH, TEETH_MESSAGE
 from ..config.model import Observation, Suite, TeethExpect
+from ..judge.counts import Dispatch, TestResult
 from ..judge.outcomes import FAILING, bites, first_line
-from ..judge.verdicts import Dispatch, TestResult
 from ..plan.cells import Cell
 from ..store.results import Result
 

@@ -5,7 +5,7 @@ cuDNN but check values only (toothless), tests that fail against this wheel, ski
 rule per test by hand does not scale, so calibrate runs the cells (or reads their results) and
 writes an expect file that a person reviews and commits. From then on the suite's cells pass as
 long as nothing changes, and every change shows: a new failure fails the verdict, and a rule
-that no longer matches anything is stale (verdicts.py) and is dropped at the next calibration.
+that no longer matches anything is stale (judge/stale.py) and is dropped at the next calibration.
 
 What it never accepts: a failure whose first line is, or holds, the canary's message. In normal
 and require_cudnn that is a test that asked for cuDNN and got another tier, the very change the

@@ -242,7 +242,7 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
 
 
 def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
-    """Each expectation the new run found stale (verdicts.py) is an improvement of kind `stale-rule`:
+    """Each expectation the new run found stale (judge/stale.py) is an improvement of kind `stale-rule`:
     the failure it accepted is gone, the toothless test bites, the skip no longer happens."""
     for r in sorted(results, key=lambda r: (r.cell.name, r.mode)):
         for s in r.stale_rules:

@@ -57,21 +57,13 @@ from ..execute.request import Launch, ModeRun
 from ..host.host import Resolved
 from ..host.room import cores, decide, gpu_memory, workers_of
 from ..judge import eps as eprules
+from ..judge.counts import TestResult, census, collected_of, count
 from ..judge.eps import test_eps, unallowed_fallback
 from ..judge.flaky import within
+from ..judge.libraries import library_audit
 from ..judge.outcomes import FAILING, bites, test_of
-from ..judge.verdicts import (
-    Status,
-    TestResult,
-    census,
-    collected_of,
-    count,
-    cross_checks,
-    expectation_reasons,
-    library_audit,
-    outcome_judge,
-    tests_of,
-)
+from ..judge.verdicts import Status, expectation_reasons, outcome_judge, tests_of
+from ..judge.witnesses import cross_checks
 from ..plan.cells import Cell
 from ..store import results as store
 from ..store.baseline import Baseline, TestLine

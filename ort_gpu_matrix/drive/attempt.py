@@ -19,8 +19,10 @@ from ..execute.junit import JunitError, read
 from ..execute.mode_run import RunOutcome, remove_workdir
 from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree
+from ..judge.counts import Dispatch
 from ..judge.expected import expected_of
-from ..judge.verdicts import Dispatch, Evidence, Verdict, judge, outcome_judge, tests_of
+from ..judge.verdicts import Verdict, judge, outcome_judge, tests_of
+from ..judge.witnesses import Evidence
 from ..store import results
 from ..store.results import Result
 from ..util.orphans import new_workdir

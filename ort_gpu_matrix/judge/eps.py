@@ -117,7 +117,7 @@ class Judged:
 
 
 class Seen(flakes.Seen, Protocol):
-    """What the rules read of a test: node id, outcome and its census entries (verdicts.TestResult is one)."""
+    """What the rules read of a test: node id, outcome and its census entries (counts.TestResult is one)."""
 
     @property
     def ep(self) -> tuple[EpUse, ...]: ...

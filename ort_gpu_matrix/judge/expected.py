@@ -16,9 +16,10 @@ import re
 from collections.abc import Iterable
 
 from ..config.model import DispatchExpect, PassExpect, TeethExpect
+from .counts import TestResult
 from .flaky import as_set, rule_for, within
 from .outcomes import FAILING, bites
-from .verdicts import TeethCoverage, TestResult
+from .verdicts import TeethCoverage
 
 KNOWN_FAILURE = "known failure"
 KNOWN_FLAKY = "known flaky"

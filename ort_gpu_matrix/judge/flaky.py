@@ -32,7 +32,7 @@ def as_set(rule: FlakyRule) -> dict[str, list[str]]:
 
 
 class Seen(Protocol):
-    """What a run did, for these rules: a test's node id, outcome and tiers (verdicts.TestResult is one)."""
+    """What a run did, for these rules: a test's node id, outcome and tiers (counts.TestResult is one)."""
 
     @property
     def nodeid(self) -> str: ...

@@ -4,40 +4,35 @@ pytest exits 0 when every test skipped and a correct MATH fallback gives the
 same numbers as cuDNN, so a verdict here asks: did enough pass, was every skip
 and failure expected, which kernels ran, and which libraries served them.
 What each mode checks on top comes from modes.py.
+
+The witnesses' cross-checks (witnesses.py), the counts and census (counts.py), the library
+audit (libraries.py) and stale rules (stale.py) are their own modules; here they make one Verdict.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
-import os
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ort_matrix_probe.schema import Audit, EpUse, ProbeReport
+from ort_matrix_probe.schema import ProbeReport
 
 from ..config.kernels import CUDNN
 from ..config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from ..config.modes import Mode
-from ..execute.junit import JunitCounts
-from ..host.elf import kind
 from ..host.ortsource import SourceTree, skew
 from . import eps as eprules
 from . import tiers as tierrules
+from .counts import Counts, Dispatch, TestResult, census, collected_of, count
 from .flaky import judged
+from .libraries import Libraries, library_audit
 from .outcomes import FAILING, bites, first_line, listing, teardown_of
 from .pollution import warnings as pollution_warnings
+from .stale import GONE, StaleRule, stale_failures, stale_in
+from .witnesses import Evidence, cross_checks
 
-EXIT_MEANING = {
-    2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
-    3: "pytest hit an internal error (exit 3)",
-    4: "pytest was called wrongly (exit 4, usage error): check suite.pytest_args and the posargs",
-    5: "nothing was collected (pytest exit 5): the suite's files hold no tests pytest can find",
-    6: "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)",
-}
-GONE = "it matched no test that ran (gone, renamed or deselected)"
 NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
 
 
@@ -46,39 +41,6 @@ class Status(enum.StrEnum):
 
     PASS = "pass"
     FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class TestResult:
-    nodeid: str
-    outcome: str  # passed failed skipped error xfailed xpassed
-    message: str
-    sdpa: tuple[str, ...]
-    reruns: int = 0  # failed attempts before this outcome (pytest-rerunfailures)
-    ep: tuple[EpUse, ...] = ()  # the probe's EP census: each CUDA-asking session it built or ran
-
-
-@dataclass(frozen=True)
-class Counts:
-    collected: int = 0
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-    xfailed: int = 0
-    xpassed: int = 0
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """The kernel census: every SdpaKernel tier of every test, in order."""
-
-    tests: dict[str, list[str]] = field(default_factory=dict)
-    totals: dict[str, int] = field(default_factory=dict)  # tokens per tier
-    tests_per_tier: dict[str, int] = field(default_factory=dict)
-
-    def cudnn_tests(self) -> list[str]:
-        return sorted(n for n, tiers in self.tests.items() if CUDNN in tiers)
 
 
 @dataclass(frozen=True)
@@ -109,40 +71,6 @@ class TeethCoverage:
                 "bitten_tests": self.bitten_tests, **scope}
 
 
-@dataclass(frozen=True)
-class Libraries:
-    """The pinned files, and one audit per test process."""
-
-    pinned: dict[str, str | None] = field(default_factory=dict)
-    audits: list[Audit] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class StaleRule:
-    """An expectation that matched nothing in a run: a known failure that now passes, a toothless test that
-    now bites, an allowed skip that no longer happens. Kept rules that accept nothing hide the next change."""
-
-    key: str  # known_failures, known_toothless, allowed_skips
-    pattern: str  # the rule's test regex, or the skip pattern
-    reason: str  # the rule's reason ("" for a skip pattern)
-    what: str  # the kind of staleness ("no longer fails"): many stale rules of one kind are one change
-    observed: tuple[str, ...] = ()  # the cells the rule was calibrated in (empty: written by hand)
-    tests: str = ""  # the tests that show it, listed
-
-    @property
-    def why(self) -> str:
-        """What the run showed instead."""
-        return f"{self.what}: {self.tests}" if self.tests else self.what
-
-    def to_dict(self, mode: str) -> dict[str, str]:
-        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why,
-                "what": self.what}
-
-    def warning(self) -> str:
-        return f"stale rule: {self.key} {self.pattern!r} matched nothing in this run ({self.why}); " \
-               "`nox -s calibrate` drops it"
-
-
 @dataclass
 class Findings:
     """What the mode-specific judging adds to a verdict."""
@@ -171,22 +99,6 @@ class Verdict:
     ep: eprules.EpCensus = field(default_factory=eprules.EpCensus)  # which EP served the CUDA-asking tests
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """Every independent witness of one run. A run passes only if they agree."""
-
-    exit_code: int | None  # None: the harness stopped the run
-    report: ProbeReport | None
-    report_sha256: str | None  # of the report file as read
-    report_problem: str | None  # the report file exists but is not a report this engine reads
-    digest: str | None  # the sha256 the probe sent through its pipe
-    junit: JunitCounts | None
-    junit_problem: str | None
-    collected: int | None  # from the probe's progress file, for runs that wrote no report
-    stopped: str | None = None
-    running: tuple[str, ...] = ()
-
-
 def tests_of(report: ProbeReport | None) -> list[TestResult]:
     if not report:
         return []
@@ -205,43 +117,8 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     return out
 
 
-def collected_of(report: ProbeReport | None, fallback: int | None) -> int | None:
-    """Items collected, as the collecting processes counted them (the largest, across xdist workers)."""
-    per_process = report.get("collected", {}) if report else {}
-    return max(per_process.values()) if per_process else fallback
-
-
-def count(report: ProbeReport | None, tests: list[TestResult], collected: int | None = None) -> Counts:
-    c = Counter(t.outcome for t in tests)
-    if collected is None:
-        collected = len(report["tests"] if report else {})
-    return Counts(collected=collected, passed=c["passed"], failed=c["failed"], errors=c["error"],
-                  skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"])
-
-
 def _matches(rules: tuple[Rule, ...], nodeid: str) -> bool:
     return any(re.search(r.test, nodeid) for r in rules)
-
-
-def _stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[TestResult]) -> list[StaleRule]:
-    """The known_failures rules that matched none of the `failing` tests, each with what its tests did instead."""
-    out = []
-    for rule in rules:
-        if any(re.search(rule.test, n) for n in failing):
-            continue
-        ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
-        what = "no longer fails" if ran else GONE
-        out.append(StaleRule("known_failures", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
-                             listing(ran)))
-    return out
-
-
-def census(tests: list[TestResult]) -> Dispatch:
-    """Every SdpaKernel token of every test, in order, with totals per tier."""
-    per_test = {t.nodeid: list(t.sdpa) for t in tests if t.sdpa}
-    tokens = Counter(tier for tiers in per_test.values() for tier in tiers)
-    tests_per_tier = Counter(tier for tiers in per_test.values() for tier in set(tiers))
-    return Dispatch(per_test, dict(sorted(tokens.items())), dict(sorted(tests_per_tier.items())))
 
 
 def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: list[str]) -> None:
@@ -253,76 +130,6 @@ def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: li
         hits = [f"{t.nodeid} ran {kernel}" for t in scope if kernel in t.sdpa]
         if hits:
             reasons.append(f"{len(hits)} test(s) dispatched forbidden {kernel}: {listing(hits)}")
-
-
-def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
-    """What served the tests: mapped files, by-name resolution, where onnxruntime came from."""
-    audits = list(report["audits"]) if report else []
-    reasons: list[str] = []
-    warnings: list[str] = []
-    pinned = {name: next((p for p in preload if kind(p) == name), None) for name in ("cudnn", "cudart")}
-    if report is not None:
-        ran = {str(e["process"]) for e in report["tests"].values() if e.get("process")}
-        missing = sorted(ran - {str(a.get("process")) for a in audits})
-        if missing:  # its tests ran with libraries nobody checked: pins, the wheel's source
-            reasons.append(f"no library audit came back from test process(es) {', '.join(missing)}: "
-                           "what served their tests is unknown")
-    venv_real = os.path.realpath(venv)
-    for a in audits:
-        by_name: dict[str, Any] = dict(a.get("by_name", {}))
-        for lib, want in pinned.items():
-            got = by_name.get(lib, {})
-            if want and got.get("file") != want:
-                reasons.append(f"by-name {got.get('soname')} resolved to {got.get('file')} "
-                               f"(version {got.get('version')}), not the pinned {want}")
-        mapped = {os.path.realpath(m) for m in a.get("mapped", [])}
-        for want in preload:  # ld.so skips a preload it cannot load, says so on stderr, and runs on
-            if os.path.realpath(want) not in mapped:
-                how = ("ld.so skipped it" if want in a.get("preload", []) else
-                       f"the libs set's loader ({(a.get('loader') or {}).get('loader', 'preload')}) did not load it")
-                reasons.append(f"the pinned {want} was never mapped in the test process (pid {a.get('pid')}):"
-                               f" {how}, so nothing was pinned")
-        loaded = a.get("loader") or {}
-        if loaded.get("error"):
-            reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")
-        if loaded.get("onnxruntime_already_imported"):
-            reasons.append(f"loader {loaded.get('loader')}: onnxruntime was imported before the probe could act")
-        reasons += _preload_dlls_reasons(loaded, venv_real)
-        ort_file = a.get("onnxruntime_file")
-        if ort_file and not ort_file.startswith(venv_real + os.sep):
-            reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
-                           "(a source dir shadows the wheel)")
-        copies = a.get("cudnn_copies", [])
-        if len({c["file"] for c in copies}) > 1:
-            listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
-            warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
-    return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
-
-
-def _preload_dlls_reasons(loaded: dict[str, Any], venv_real: str) -> list[str]:
-    """What the ort_preload_dlls loader promised and did not keep: called first, before any torch,
-    on the venv's wheel, which is still what the tests' own sys.path resolves to at the end."""
-    if loaded.get("loader") != "ort_preload_dlls":
-        return []
-    out = []
-    if not loaded.get("called") and not loaded.get("error"):
-        out.append("loader ort_preload_dlls: preload_dlls was never called")
-    if loaded.get("torch_already_imported"):
-        out.append("loader ort_preload_dlls: torch was imported before preload_dlls ran (by a -p plugin), "
-                   "so torch's cuDNN may win a by-name load")
-    at_end = loaded.get("resolved_at_end")
-    if at_end and not at_end.startswith(venv_real + os.sep):
-        out.append(f"loader ort_preload_dlls: at the session's end the tests' sys.path resolves onnxruntime to "
-                   f"{at_end}, not to the pairing's venv (a source dir shadows the wheel; the loader's early "
-                   "import hid it)")
-    return out
-
-
-def _pytest_exit(code: int, reasons: list[str]) -> None:
-    if code in EXIT_MEANING:
-        reasons.append(EXIT_MEANING[code])
-    elif code not in (0, 1):
-        reasons.append(f"pytest ended with unexpected exit code {code}")
 
 
 def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
@@ -343,7 +150,7 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
            and t.outcome in FAILING and not _matches(expect.known_failures, t.nodeid)]
     if bad:
         out.reasons.append(f"{len(bad)} unexpected failure(s): {listing(bad)}")
-    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING],
+    out.stale += stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING],
                                  tests)
     skips = [t.message for t in tests if t.outcome == "skipped"]
     out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
@@ -393,7 +200,7 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     if leaked:
         out.warnings.append(leaked)
     shown = [dataclasses.replace(t, outcome="bitten") if t.nodeid in bitten else t for t in tests]
-    out.stale += _stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING
+    out.stale += stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING
                                                          and t.nodeid not in bitten], shown)
     if prior is None:
         out.warnings.append("teeth coverage not checked: no up-to-date require_cudnn result for this pairing")
@@ -432,60 +239,6 @@ def expectation_reasons(outcomes: OutcomeJudge, expect: DispatchExpect, tests: l
     reasons = outcomes(expect, tests, counts, prior).reasons
     _dispatch_rules(expect, tests, reasons)
     return reasons + eprules.judge(expect, tests, taken=True)[1].reasons
-
-
-def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[str]:
-    """Where the witnesses disagree. Each reason names both sides."""
-    reasons = []
-    report = ev.report
-    if ev.stopped:
-        running = f"; running: {listing(list(ev.running))}" if ev.running else ""
-        reasons.append(f"{ev.stopped}{running}")
-    elif ev.exit_code is not None:
-        _pytest_exit(ev.exit_code, reasons)
-    if ev.report_problem:
-        reasons.append(ev.report_problem)
-        return reasons
-    if report is None:
-        reasons.append("the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)")
-        return reasons
-    if ev.digest is None:
-        reasons.append("the probe sent no digest of its report, so the report cannot be trusted")
-    elif ev.digest != ev.report_sha256:
-        reasons.append("the probe's report was changed after the probe wrote it (its sha256 is not the one the "
-                       "probe sent): the tests' own code edited it")
-    said = report.get("exitstatus")
-    late_warnings_limit = ev.exit_code == 6 and said == 0  # pytest >= 9.1 applies --max-warnings after the session
-    if ev.exit_code is not None and said != ev.exit_code and not late_warnings_limit:
-        reasons.append(f"the probe's report says pytest exited {report.get('exitstatus')}, "
-                       f"but the process exited {ev.exit_code}")
-    failing = counts.failed + counts.errors
-    if ev.exit_code == 1 and failing == 0:
-        reasons.append("pytest exited 1 but no failure was recorded")
-    elif ev.exit_code == 0 and failing:
-        reasons.append(f"pytest exited 0 but {failing} failure(s) or error(s) were recorded")
-    with_outcome = len([t for t in report.get("tests", {}).values() if t.get("outcome")])
-    if counts.collected > with_outcome:
-        reasons.append(f"{counts.collected} collected, {with_outcome} with an outcome")
-    if ev.junit_problem:
-        reasons.append(ev.junit_problem)
-    elif ev.junit is not None:
-        sides = [(name, mine, theirs) for name, mine, theirs in (
-            ("failed", counts.failed, ev.junit.failures), ("errors", counts.errors, ev.junit.errors),
-            ("skipped or xfailed", counts.skipped + counts.xfailed, ev.junit.skipped)) if mine != theirs]
-        if sides:
-            listed = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
-            reasons.append(f"the probe's report and pytest's junit file disagree ({listed})")
-    return reasons
-
-
-def stale_in(found: list[StaleRule], cell: str | None, complete: bool) -> list[StaleRule]:
-    """The stale rules that count for `cell`: none from a run that did not complete (its tests never had
-    the chance to match), and a calibrated rule only in the cells it was seen in (a rule one cell of a
-    suite needs is no rot in another)."""
-    if not complete:
-        return []
-    return [s for s in found if not s.observed or cell is None or cell in s.observed]
 
 
 def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str | None:

@@ -11,6 +11,7 @@ worse, what is new and failing, and what did not run fail it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,15 +88,28 @@ class Report:
         return grid
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What a report is told of its sweep beyond the results: the scope and gate it was asked for, the cells
+    it did not or could not run, how it stopped and its --confirm (a report built from files has the defaults)."""
+
+    skipped: Mapping[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it
+    scope: Scope | None = None  # what was chosen; None: a baseline mode without a result counts as removed
+    gate: str = "all"
+    allow_missing: bool = False
+    errors: Mapping[str, str] = field(default_factory=dict)  # cell -> what stopped it
+    interrupted: str | None = None
+    confirm: int | None = None
+
+
 def build(results: list[Result], baseline: Baseline | None = None, baseline_name: str | None = None,
-          skipped: dict[str, str] | None = None, scope: Scope | None = None, gate: str = "all",
-          allow_missing: bool = False, errors: dict[str, str] | None = None, interrupted: str | None = None,
-          confirm: int | None = None) -> Report:
+          sweep: Sweep | None = None) -> Report:
+    asked = sweep or Sweep()
     run = Baseline.of(results)
     ids = {r.cell.name: {"python": r.cell.python, "ort": r.cell.ort, "torch": r.cell.torch, "libs": r.cell.libs,
                          "suite": r.cell.suite} for r in results}
     flaky = {(r.cell.name, r.mode): r.known_flaky for r in results if r.known_flaky}
-    comparison = compare(baseline, run, scope, flaky) if baseline is not None else None
+    comparison = compare(baseline, run, asked.scope, flaky) if baseline is not None else None
     if comparison is not None:
         filter_comparison(comparison, results, baseline)
     verdicts = {(c, m): rec.verdict for c, modes in baseline.cells.items() for m, rec in modes.items()} if baseline else {}
@@ -109,8 +123,8 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
             if before is not None and before.provenance.get("ort") != after.provenance.get("ort"):
                 changes[cell] = (before.provenance.get("ort"), after.provenance.get("ort"))
     return Report(results, comparison, filter_libs(libs_comparison(run, ids), results), baseline_name, changes,
-                  dict(skipped or {}), gate, allow_missing, dict(errors or {}), interrupted, verdicts, listed(results),
-                  confirm)
+                  dict(asked.skipped), asked.gate, asked.allow_missing, dict(asked.errors), asked.interrupted, verdicts,
+                  listed(results), asked.confirm)
 
 
 class InputError(Exception):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..judge.verdicts import Counts, Status
+from ..judge.counts import Counts
+from ..judge.verdicts import Status
 
 CHECKS = ("test", "tier", "unexpected", "libs")  # what a rerun checks a test for (see confirm.py)
 

@@ -33,9 +33,11 @@ from ..execute.request import ModeRun
 from ..host import gpus
 from ..host.ortsource import SourceTree
 from ..judge import pollution
+from ..judge.counts import Counts, Dispatch
 from ..judge.eps import EpCensus
+from ..judge.libraries import Libraries
 from ..judge.pollution import UNKNOWN, Pollution
-from ..judge.verdicts import Counts, Dispatch, Libraries, Status, TeethCoverage, Verdict
+from ..judge.verdicts import Status, TeethCoverage, Verdict
 from ..util import typecheck
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation

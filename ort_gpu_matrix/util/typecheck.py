@@ -34,17 +34,7 @@ def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) or origin is typing.Union:
-        if value is None and type(None) in args:
-            return
-        options = [a for a in args if a is not type(None)]
-        found: list[list[str]] = []
-        for option in options:
-            sub: list[str] = []
-            _check(option, value, where, sub)
-            if not sub:
-                return
-            found.append(sub)
-        out.extend(sorted(found, key=len)[0])
+        _check_union(args, value, where, out)
         return
     if origin is typing.Literal:
         if value not in args:
@@ -73,15 +63,7 @@ def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
             out.append(f"{where}: expected one of {', '.join(repr(m.value) for m in hint)}, found {value!r}")
         return
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            out.append(f"{where or 'value'}: expected an object, found {_name(value)}")
-            return
-        hints = typing.get_type_hints(hint)
-        for f in dataclasses.fields(hint):
-            if f.name in value:
-                _check(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name, out)
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                out.append(f"{where + '.' if where else ''}{f.name}: missing")
+        _check_fields(hint, value, where, out)
         return
     if typing.is_typeddict(hint):
         if not isinstance(value, dict):
@@ -92,6 +74,34 @@ def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
         # bool is an int in Python; a count of `true` is as wrong as a count of "3"
         if not isinstance(value, want) or (hint is not bool and isinstance(value, bool)):
             out.append(f"{where or 'value'}: expected {_WANTED[hint]}, found {_name(value)} {_short(value)}")
+
+
+def _check_union(args: tuple[Any, ...], value: Any, where: str, out: list[str]) -> None:
+    """`value` fits one of the options, or the problems of the option it came nearest to (the fewest)."""
+    if value is None and type(None) in args:
+        return
+    options = [a for a in args if a is not type(None)]
+    found: list[list[str]] = []
+    for option in options:
+        sub: list[str] = []
+        _check(option, value, where, sub)
+        if not sub:
+            return
+        found.append(sub)
+    out.extend(sorted(found, key=len)[0])
+
+
+def _check_fields(hint: type, value: Any, where: str, out: list[str]) -> None:
+    """An object with each field of the dataclass `hint` that has no default, each field fitting its hint."""
+    if not isinstance(value, dict):
+        out.append(f"{where or 'value'}: expected an object, found {_name(value)}")
+        return
+    hints = typing.get_type_hints(hint)
+    for f in dataclasses.fields(hint):
+        if f.name in value:
+            _check(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name, out)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            out.append(f"{where + '.' if where else ''}{f.name}: missing")
 
 
 _WANTED = {str: "a string", int: "an integer", float: "a number", bool: "true/false"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...compare.changes import Change
 from ...compare.grouping import Group, group, shorten
+from ...store.results import Result
 from ...util.escape import md as esc
 from ..model import Report
 from . import fallbacks, pollution, tiers
@@ -66,32 +67,40 @@ def _section(title: str, changes: list[Change], always: bool = False, report: Re
     return out
 
 
-def render(report: Report) -> str:
-    modes = modes_of(report)
+def _head(report: Report) -> list[str]:
     out = [f"# ort-gpu-matrix sweep: {'OK' if report.ok else 'FAILED'}", "", esc(gate_text(report)), ""]
     if report.comparison is not None:
         out.append(f"Compared with baseline `{esc(report.baseline_name)}`: "
                    f"{len(report.comparison.regressions)} regression(s), {len(report.comparison.improvements)} improvement(s).")
     else:
         out.append("No baseline given.")
-    sections = change_sections(report)
-    for title, changes in sections[:1]:
-        out += _section(title, changes, always=True, report=report)
-    if report.unconfirmed:
-        out += ["", f"## Not reproduced ({len(report.unconfirmed)})", "",
-                "Changes a confirmation rerun did not reproduce: listed apart, failing no gate. Runs: the first, "
-                "then each rerun.", ""]
-        out += [f"- **{esc(u.cell)} {esc(u.mode)}** `{esc(clip(u.test))}` ({esc(', '.join(u.checks))}): "
-                f"{esc(clip(' | '.join(u.runs)))}" for u in report.unconfirmed[:ROWS]]
-        if len(report.unconfirmed) > ROWS:
-            out.append(f"- and {len(report.unconfirmed) - ROWS} more (every row is in sweep.json)")
-    if report.gate == "regressions" and report.already_failing:
-        out += ["", f"## Already failing in the baseline ({len(report.already_failing)})", "",
-                "These modes failed in the baseline too; `--gate regressions` lists them without failing.", ""]
-        out += [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in report.already_failing[:ROWS]]
-    out += ["", "## Grid", "", "| cell | host | " + " | ".join(modes) + " | tests per tier | teeth |",
-            "| --- | --- | " + " | ".join("---" for _ in modes) + " | --- | --- |"]
-    grid = report.cells()
+    return out
+
+
+def _unconfirmed(report: Report) -> list[str]:
+    if not report.unconfirmed:
+        return []
+    out = ["", f"## Not reproduced ({len(report.unconfirmed)})", "",
+           "Changes a confirmation rerun did not reproduce: listed apart, failing no gate. Runs: the first, "
+           "then each rerun.", ""]
+    out += [f"- **{esc(u.cell)} {esc(u.mode)}** `{esc(clip(u.test))}` ({esc(', '.join(u.checks))}): "
+            f"{esc(clip(' | '.join(u.runs)))}" for u in report.unconfirmed[:ROWS]]
+    if len(report.unconfirmed) > ROWS:
+        out.append(f"- and {len(report.unconfirmed) - ROWS} more (every row is in sweep.json)")
+    return out
+
+
+def _already_failing(report: Report) -> list[str]:
+    if not (report.gate == "regressions" and report.already_failing):
+        return []
+    out = ["", f"## Already failing in the baseline ({len(report.already_failing)})", "",
+           "These modes failed in the baseline too; `--gate regressions` lists them without failing.", ""]
+    return out + [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in report.already_failing[:ROWS]]
+
+
+def _grid(report: Report, modes: list[str], grid: dict[str, dict[str, Result]]) -> list[str]:
+    out = ["", "## Grid", "", "| cell | host | " + " | ".join(modes) + " | tests per tier | teeth |",
+           "| --- | --- | " + " | ".join("---" for _ in modes) + " | --- | --- |"]
     for cell, by_mode in grid.items():
         ref = by_mode.get("require_cudnn") or by_mode.get("normal") or next(iter(by_mode.values()))
         teeth = by_mode.get("teeth")
@@ -99,28 +108,38 @@ def render(report: Report) -> str:
         label = f"{cell} (version skew: {skewed})" if skewed else cell
         out.append(f"| {esc(label)} | {esc(hosts_text(by_mode))} | " + " | ".join(esc(cell_text(by_mode.get(m))) for m in modes)
                    + f" | {esc(tiers_text(ref))} | {esc(coverage_text(teeth)) if teeth else '-'} |")
-    out += ["", *(esc(ln) for ln in legend(report))]
-    out += tiers.markdown(report)
-    out += ["", "## Libraries", ""]
+    return out + ["", *(esc(ln) for ln in legend(report))]
+
+
+def _libraries(report: Report, grid: dict[str, dict[str, Result]]) -> list[str]:
+    out = ["", "## Libraries", ""]
     out += [f"- **{esc(cell)}**: {esc(audit_line(list(by_mode.values())))}" for cell, by_mode in grid.items()]
     out += [f"- **{esc(cell)}**: ORT {esc(b)} → {esc(a)}" for cell, (b, a) in report.provenance_changes.items()]
     out += [f"- **{esc(cell)}**: not run here: {esc(why)}" for cell, why in report.skipped.items()]
-    out += [f"- **{esc(cell)}**: could not run: {esc(clip(why))}" for cell, why in report.errors.items()]
-    for title, changes in sections[1:]:
-        out += _section(title, changes)
-    out += ["", f"## {fallbacks.TITLE} ({fallbacks.total(report)})", ""]
+    return out + [f"- **{esc(cell)}**: could not run: {esc(clip(why))}" for cell, why in report.errors.items()]
+
+
+def _fallbacks(report: Report) -> list[str]:
+    out = ["", f"## {fallbacks.TITLE} ({fallbacks.total(report)})", ""]
     for fg in fallbacks.groups(report):
         out += [f"- {esc(fg.heading)}"] + [f"  - {esc(t)}" for t in fg.tests[:fallbacks.SHOWN]]
         out += [f"  - {esc(m)}" for m in [fallbacks.more(fg)] if m]
     if not fallbacks.total(report):
         out.append("None.")
+    return out
+
+
+def _pollution(report: Report) -> list[str]:
     found = pollution.rows(report)
-    out += ["", f"## {pollution.TITLE} ({len(found)})", ""]
+    out = ["", f"## {pollution.TITLE} ({len(found)})", ""]
     out += [f"- **{esc(session)}**: {esc(line)}" for session, _, line in found[:pollution.SHOWN]] or ["None."]
     if len(found) > pollution.SHOWN:
         out.append(f"- and {len(found) - pollution.SHOWN} more (every one is in the result files)")
-    out += [f"\n{esc(n)}" for n in [pollution.note(report)] if n]
-    out += ["", "## Libs comparison", ""]
+    return out + [f"\n{esc(n)}" for n in [pollution.note(report)] if n]
+
+
+def _libs_comparison(report: Report) -> list[str]:
+    out = ["", "## Libs comparison", ""]
     if not report.libs:
         out.append("No two cells differ only in their libs.")
     for d in report.libs:
@@ -134,10 +153,32 @@ def render(report: Report) -> str:
             out.append(f"  - not reproduced ({len(d.unconfirmed)}), not named as differences:")
             out += [f"    - {esc(clip(t))}: {esc(' | '.join(a))} vs {esc(' | '.join(b))}"
                     for t, a, b in d.unconfirmed[:LISTED]]
+    return out
+
+
+def _failing(report: Report) -> list[str]:
     failing = report.failed if report.gate == "all" else report.new_failures
-    if failing:
-        out += ["", "## Failing modes", ""]
-        out += [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in failing[:ROWS]]
-        if len(failing) > ROWS:
-            out.append(f"- and {len(failing) - ROWS} more")
+    if not failing:
+        return []
+    out = ["", "## Failing modes", ""]
+    out += [f"- **{esc(r.session)}**: " + esc(clip("; ".join(r.reasons))) for r in failing[:ROWS]]
+    if len(failing) > ROWS:
+        out.append(f"- and {len(failing) - ROWS} more")
+    return out
+
+
+def render(report: Report) -> str:
+    """The report's sections in order: the head, the regressions, what did not reproduce or already failed,
+    the grid, tiers and libraries, the other changes, fallbacks, pollution, the libs comparison, failing modes."""
+    modes = modes_of(report)
+    out = _head(report)
+    sections = change_sections(report)
+    for title, changes in sections[:1]:
+        out += _section(title, changes, always=True, report=report)
+    out += _unconfirmed(report) + _already_failing(report)
+    grid = report.cells()
+    out += _grid(report, modes, grid) + tiers.markdown(report) + _libraries(report, grid)
+    for title, changes in sections[1:]:
+        out += _section(title, changes)
+    out += _fallbacks(report) + _pollution(report) + _libs_comparison(report) + _failing(report)
     return "\n".join(out) + "\n"

@@ -1,0 +1,86 @@
+"""Which libraries served a run's tests, as each test process mapped them: a pin is proved, not assumed.
+
+ld.so skips a preload it cannot load and runs on, a by-name load can find another copy, and a source
+dir can shadow the wheel; the numbers come out the same either way, so the audit of every test
+process is read here and any gap is a reason.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ort_matrix_probe.schema import Audit, ProbeReport
+
+from ..host.elf import kind
+
+
+@dataclass(frozen=True)
+class Libraries:
+    """The pinned files, and one audit per test process."""
+
+    pinned: dict[str, str | None] = field(default_factory=dict)
+    audits: list[Audit] = field(default_factory=list)
+
+
+def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
+    """What served the tests: mapped files, by-name resolution, where onnxruntime came from."""
+    audits = list(report["audits"]) if report else []
+    reasons: list[str] = []
+    warnings: list[str] = []
+    pinned = {name: next((p for p in preload if kind(p) == name), None) for name in ("cudnn", "cudart")}
+    if report is not None:
+        ran = {str(e["process"]) for e in report["tests"].values() if e.get("process")}
+        missing = sorted(ran - {str(a.get("process")) for a in audits})
+        if missing:  # its tests ran with libraries nobody checked: pins, the wheel's source
+            reasons.append(f"no library audit came back from test process(es) {', '.join(missing)}: "
+                           "what served their tests is unknown")
+    venv_real = os.path.realpath(venv)
+    for a in audits:
+        by_name: dict[str, Any] = dict(a.get("by_name", {}))
+        for lib, want in pinned.items():
+            got = by_name.get(lib, {})
+            if want and got.get("file") != want:
+                reasons.append(f"by-name {got.get('soname')} resolved to {got.get('file')} "
+                               f"(version {got.get('version')}), not the pinned {want}")
+        mapped = {os.path.realpath(m) for m in a.get("mapped", [])}
+        for want in preload:  # ld.so skips a preload it cannot load, says so on stderr, and runs on
+            if os.path.realpath(want) not in mapped:
+                how = ("ld.so skipped it" if want in a.get("preload", []) else
+                       f"the libs set's loader ({(a.get('loader') or {}).get('loader', 'preload')}) did not load it")
+                reasons.append(f"the pinned {want} was never mapped in the test process (pid {a.get('pid')}):"
+                               f" {how}, so nothing was pinned")
+        loaded = a.get("loader") or {}
+        if loaded.get("error"):
+            reasons.append(f"loader {loaded.get('loader')} failed in the test process: {loaded['error']}")
+        if loaded.get("onnxruntime_already_imported"):
+            reasons.append(f"loader {loaded.get('loader')}: onnxruntime was imported before the probe could act")
+        reasons += _preload_dlls_reasons(loaded, venv_real)
+        ort_file = a.get("onnxruntime_file")
+        if ort_file and not ort_file.startswith(venv_real + os.sep):
+            reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
+                           "(a source dir shadows the wheel)")
+        copies = a.get("cudnn_copies", [])
+        if len({c["file"] for c in copies}) > 1:
+            listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
+            warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
+    return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+
+
+def _preload_dlls_reasons(loaded: dict[str, Any], venv_real: str) -> list[str]:
+    """What the ort_preload_dlls loader promised and did not keep: called first, before any torch,
+    on the venv's wheel, which is still what the tests' own sys.path resolves to at the end."""
+    if loaded.get("loader") != "ort_preload_dlls":
+        return []
+    out = []
+    if not loaded.get("called") and not loaded.get("error"):
+        out.append("loader ort_preload_dlls: preload_dlls was never called")
+    if loaded.get("torch_already_imported"):
+        out.append("loader ort_preload_dlls: torch was imported before preload_dlls ran (by a -p plugin), "
+                   "so torch's cuDNN may win a by-name load")
+    at_end = loaded.get("resolved_at_end")
+    if at_end and not at_end.startswith(venv_real + os.sep):
+        out.append(f"loader ort_preload_dlls: at the session's end the tests' sys.path resolves onnxruntime to "
+                   f"{at_end}, not to the pairing's venv (a source dir shadows the wheel; the loader's early "
+                   "import hid it)")
+    return out

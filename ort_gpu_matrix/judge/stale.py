@@ -1,0 +1,64 @@
+"""Expectations that matched nothing in a run, named: a rule that accepts nothing hides the next change.
+
+A known failure that now passes, a toothless test that now bites, a skip that no longer happens: the
+verdict warns of each, calibrate drops it, and compare calls it an improvement. Here is what a stale
+rule says, and in which cells one counts.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config.model import Rule
+from .counts import TestResult
+from .outcomes import listing
+
+GONE = "it matched no test that ran (gone, renamed or deselected)"
+
+
+@dataclass(frozen=True)
+class StaleRule:
+    """An expectation that matched nothing in a run: a known failure that now passes, a toothless test that
+    now bites, an allowed skip that no longer happens. Kept rules that accept nothing hide the next change."""
+
+    key: str  # known_failures, known_toothless, allowed_skips
+    pattern: str  # the rule's test regex, or the skip pattern
+    reason: str  # the rule's reason ("" for a skip pattern)
+    what: str  # the kind of staleness ("no longer fails"): many stale rules of one kind are one change
+    observed: tuple[str, ...] = ()  # the cells the rule was calibrated in (empty: written by hand)
+    tests: str = ""  # the tests that show it, listed
+
+    @property
+    def why(self) -> str:
+        """What the run showed instead."""
+        return f"{self.what}: {self.tests}" if self.tests else self.what
+
+    def to_dict(self, mode: str) -> dict[str, str]:
+        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why,
+                "what": self.what}
+
+    def warning(self) -> str:
+        return f"stale rule: {self.key} {self.pattern!r} matched nothing in this run ({self.why}); " \
+               "`nox -s calibrate` drops it"
+
+
+def stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[TestResult]) -> list[StaleRule]:
+    """The known_failures rules that matched none of the `failing` tests, each with what its tests did instead."""
+    out = []
+    for rule in rules:
+        if any(re.search(rule.test, n) for n in failing):
+            continue
+        ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        what = "no longer fails" if ran else GONE
+        out.append(StaleRule("known_failures", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
+                             listing(ran)))
+    return out
+
+
+def stale_in(found: list[StaleRule], cell: str | None, complete: bool) -> list[StaleRule]:
+    """The stale rules that count for `cell`: none from a run that did not complete (its tests never had
+    the chance to match), and a calibrated rule only in the cells it was seen in (a rule one cell of a
+    suite needs is no rot in another)."""
+    if not complete:
+        return []
+    return [s for s in found if not s.observed or cell is None or cell in s.observed]

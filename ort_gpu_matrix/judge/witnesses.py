@@ -1,0 +1,91 @@
+"""Where a run's witnesses disagree: none of them, least of all pytest's exit code, is trusted alone.
+
+pytest exits 0 when every test skipped, a report can be edited by the tests it describes, and junit
+counts on its own; a run passes only when the exit code, the probe's report, its digest and junit
+tell the same story, and each reason here names both sides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ort_matrix_probe.schema import ProbeReport
+
+from ..execute.junit import JunitCounts
+from .counts import Counts, TestResult
+from .outcomes import listing
+
+EXIT_MEANING = {
+    2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
+    3: "pytest hit an internal error (exit 3)",
+    4: "pytest was called wrongly (exit 4, usage error): check suite.pytest_args and the posargs",
+    5: "nothing was collected (pytest exit 5): the suite's files hold no tests pytest can find",
+    6: "pytest failed the run for too many warnings (exit 6, pytest >= 9.1)",
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Every independent witness of one run. A run passes only if they agree."""
+
+    exit_code: int | None  # None: the harness stopped the run
+    report: ProbeReport | None
+    report_sha256: str | None  # of the report file as read
+    report_problem: str | None  # the report file exists but is not a report this engine reads
+    digest: str | None  # the sha256 the probe sent through its pipe
+    junit: JunitCounts | None
+    junit_problem: str | None
+    collected: int | None  # from the probe's progress file, for runs that wrote no report
+    stopped: str | None = None
+    running: tuple[str, ...] = ()
+
+
+def _pytest_exit(code: int, reasons: list[str]) -> None:
+    if code in EXIT_MEANING:
+        reasons.append(EXIT_MEANING[code])
+    elif code not in (0, 1):
+        reasons.append(f"pytest ended with unexpected exit code {code}")
+
+
+def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[str]:
+    """Where the witnesses disagree. Each reason names both sides."""
+    reasons = []
+    report = ev.report
+    if ev.stopped:
+        running = f"; running: {listing(list(ev.running))}" if ev.running else ""
+        reasons.append(f"{ev.stopped}{running}")
+    elif ev.exit_code is not None:
+        _pytest_exit(ev.exit_code, reasons)
+    if ev.report_problem:
+        reasons.append(ev.report_problem)
+        return reasons
+    if report is None:
+        reasons.append("the ort-matrix probe wrote no report: pytest never reached the end of its session (see the log)")
+        return reasons
+    if ev.digest is None:
+        reasons.append("the probe sent no digest of its report, so the report cannot be trusted")
+    elif ev.digest != ev.report_sha256:
+        reasons.append("the probe's report was changed after the probe wrote it (its sha256 is not the one the "
+                       "probe sent): the tests' own code edited it")
+    said = report.get("exitstatus")
+    late_warnings_limit = ev.exit_code == 6 and said == 0  # pytest >= 9.1 applies --max-warnings after the session
+    if ev.exit_code is not None and said != ev.exit_code and not late_warnings_limit:
+        reasons.append(f"the probe's report says pytest exited {report.get('exitstatus')}, "
+                       f"but the process exited {ev.exit_code}")
+    failing = counts.failed + counts.errors
+    if ev.exit_code == 1 and failing == 0:
+        reasons.append("pytest exited 1 but no failure was recorded")
+    elif ev.exit_code == 0 and failing:
+        reasons.append(f"pytest exited 0 but {failing} failure(s) or error(s) were recorded")
+    with_outcome = len([t for t in report.get("tests", {}).values() if t.get("outcome")])
+    if counts.collected > with_outcome:
+        reasons.append(f"{counts.collected} collected, {with_outcome} with an outcome")
+    if ev.junit_problem:
+        reasons.append(ev.junit_problem)
+    elif ev.junit is not None:
+        sides = [(name, mine, theirs) for name, mine, theirs in (
+            ("failed", counts.failed, ev.junit.failures), ("errors", counts.errors, ev.junit.errors),
+            ("skipped or xfailed", counts.skipped + counts.xfailed, ev.junit.skipped)) if mine != theirs]
+        if sides:
+            listed = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
+            reasons.append(f"the probe's report and pytest's junit file disagree ({listed})")
+    return reasons
