@@ -128,7 +128,7 @@ def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]
     with ensure_venv(cell, r, matrix.workspace.venvs_dir, log=lambda _: None) as venv:
         pass
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
-    test_env, _ = mode_env("normal", cell.suite.provider_options, cell.suite.env, r.preload, r.pythonpath, venv.path, {})
+    test_env, _ = mode_env("normal", cell.suite, r, venv.path, {})
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
     (cwd / "pytest.ini").write_text("[pytest]\n")
     return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,

@@ -78,7 +78,7 @@ def overhead(env: dict[str, str], matrix, cell, repeat: int, posargs: list[str])
         pass
     suite = cell.suite
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-"))
-    test_env, _ = mode_env("normal", suite.provider_options, suite.env, r.preload, r.pythonpath, venv.path, {})
+    test_env, _ = mode_env("normal", suite, r, venv.path, {})
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # bare: pytest as a user runs it
     (cwd / "pytest.ini").write_text("[pytest]\n")
     bare_cmd = [str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,

@@ -9,7 +9,16 @@ from ort_gpu_matrix.execute.junit import JunitCounts
 from ort_gpu_matrix.judge.counts import Counts, Dispatch
 from ort_gpu_matrix.judge.libraries import Libraries
 from ort_gpu_matrix.judge.stale import StaleRule, stale_in
-from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage, judge, judge_counts, judge_teeth, refused, scoped
+from ort_gpu_matrix.judge.verdicts import (
+    Standard,
+    Status,
+    TeethCoverage,
+    judge,
+    judge_counts,
+    judge_teeth,
+    refused,
+    scoped,
+)
 from ort_gpu_matrix.judge.witnesses import Evidence
 
 
@@ -27,7 +36,7 @@ PASSING = {"t::a": {"outcome": "passed", "sdpa": ["MATH"]}, "t::b": {"outcome": 
 
 
 def test_a_clean_run_passes_with_its_parts():
-    v = judge(judge_counts, PassExpect(), ev(report(PASSING), junit=JunitCounts(0, 0, 0)), (), "/venv")
+    v = judge(ev(report(PASSING), junit=JunitCounts(0, 0, 0)), Standard(judge_counts, PassExpect(), (), '/venv'))
     assert (v.status, v.reasons, v.warnings) == (Status.PASS, [], [])
     assert v.counts == Counts(2, 2) and v.dispatch == Dispatch({"t::a": ["MATH"]}, {"MATH": 1}, {"MATH": 1})
     assert v.outcomes == {"t::a": "passed", "t::b": "passed"} and v.reruns == {"t::b": 1}
@@ -35,7 +44,7 @@ def test_a_clean_run_passes_with_its_parts():
 
 
 def reasons(e, expect=None, judge_=judge_counts):
-    return judge(judge_, expect or PassExpect(), e, (), "/venv").reasons
+    return judge(e, Standard(judge_, expect or PassExpect(), (), '/venv')).reasons
 
 
 def test_each_witness_that_disagrees_is_a_reason():
@@ -81,21 +90,21 @@ def test_a_run_without_a_report_or_stopped_says_only_that():
     assert reasons(ev(report(PASSING, exitstatus=9), exit_code=9)) == ["pytest ended with unexpected exit code 9"]
     assert reasons(ev(report(PASSING, exitstatus=1), exit_code=1))[0] == "pytest exited 1 but no failure was recorded"
     assert reasons(ev(report(PASSING), exit_code=0, collected=5)) == []  # the report's count wins over progress
-    assert judge(judge_counts, PassExpect(), ev(None, exit_code=None, stopped="x", collected=4), (), "/v").counts == \
+    assert judge(ev(None, exit_code=None, stopped='x', collected=4), Standard(judge_counts, PassExpect(), (), '/v')).counts == \
         Counts(collected=4)
 
 
 def test_stale_rules_count_only_in_complete_runs_and_their_own_cells():
     rule_here = Rule("t::gone", "r", (Observation("c1", "1", "2026-12-01"),))
     e = PassExpect(known_failures=(rule_here, Rule("t::also", "r2")))
-    v = judge(judge_counts, e, ev(report(PASSING)), (), "/venv", cell="c1")
+    v = judge(ev(report(PASSING)), Standard(judge_counts, e, (), '/venv', 'c1'))
     assert [s.pattern for s in v.stale_rules] == ["t::gone", "t::also"]
     assert v.warnings == [s.warning() for s in v.stale_rules]
     assert v.warnings[1] == ("stale rule: known_failures 't::also' matched nothing in this run (it matched no test "
                              "that ran (gone, renamed or deselected)); `nox -s calibrate` drops it")
-    v = judge(judge_counts, e, ev(report(PASSING)), (), "/venv", cell="c2")
+    v = judge(ev(report(PASSING)), Standard(judge_counts, e, (), '/venv', 'c2'))
     assert [s.pattern for s in v.stale_rules] == ["t::also"]
-    assert judge(judge_counts, e, ev(report(PASSING), digest=None), (), "/venv").stale_rules == []
+    assert judge(ev(report(PASSING), digest=None), Standard(judge_counts, e, (), '/venv')).stale_rules == []
     found = [StaleRule("k", "p", "", "w", ("c1",)), StaleRule("k", "q", "", "w")]
     assert stale_in(found, None, True) == found and stale_in(found, "c1", False) == []
     assert stale_in(found, "c3", True) == found[1:]
@@ -104,8 +113,7 @@ def test_stale_rules_count_only_in_complete_runs_and_their_own_cells():
 def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rules():
     rep = report({"t::a": {"outcome": "failed", "message": TEETH_MESSAGE}}, exitstatus=1,
                  unattributed_sdpa=["MATH", "CUDNN_FLASH_ATTENTION", "MATH"])
-    v = judge(judge_teeth, TeethExpect(forbid_kernels=("MATH",)), ev(rep, exit_code=1), (), "/venv",
-              prior=Dispatch({"t::a": ["CUDNN_FLASH_ATTENTION"], "t::b": ["CUDNN_FLASH_ATTENTION"]}))
+    v = judge(ev(rep, exit_code=1), Standard(judge_teeth, TeethExpect(forbid_kernels=('MATH',)), (), '/venv'), prior=Dispatch({'t::a': ['CUDNN_FLASH_ATTENTION'], 't::b': ['CUDNN_FLASH_ATTENTION']}))
     assert v.reasons == ["1 toothless test(s): dispatched CUDNN_FLASH_ATTENTION in require_cudnn but did not fail "
                          "with the verbatim message when MATH was forced: t::b"]
     assert v.warnings == ["3 SdpaKernel token(s) printed while no session that asked for the CUDA EP was running "
@@ -127,7 +135,7 @@ def test_to_dicts_scoped_and_refused():
     assert s.why == "no longer fails: t::x (passed)" and StaleRule("k", "p", "r", "w").why == "w"
     assert s.to_dict("normal") == {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "why",
                                    "why": "no longer fails: t::x (passed)", "what": "no longer fails"}
-    v = judge(judge_counts, PassExpect(), ev(report(PASSING)), (), "/venv")
+    v = judge(ev(report(PASSING)), Standard(judge_counts, PassExpect(), (), '/venv'))
     sv = scoped(v, "cudnn", 4)
     assert sv.teeth_coverage == TeethCoverage(scope="cudnn", selected=4) and sv.reasons == v.reasons
     cov = TeethCoverage(True, 1, 1, 0, [], [], ["t::a"])
@@ -151,8 +159,7 @@ def test_the_verdict_carries_every_part_the_report_gives():
     rule = TierRule("t::a", ("MATH",))
     flaky = FlakyRule("t::fl", ("failed", "passed"), (), "r")
     e = PassExpect(tiers=(rule,), known_flaky=(flaky,))
-    v = judge(judge_counts, e, ev(rep, exit_code=1, junit=JunitCounts(1, 0, 0)), (), "/venv",
-              source=SourceTree("/ort", "1.33.0"))
+    v = judge(ev(rep, exit_code=1, junit=JunitCounts(1, 0, 0)), Standard(judge_counts, e, (), '/venv'), source=SourceTree('/ort', '1.33.0'))
     assert v.reasons == ["tier rule 't::a' (only MATH) broken by 1 test(s): t::a dispatched CUDNN_FLASH_ATTENTION x1"]
     assert v.warnings == ["version skew: tests from 1.33.0 against wheel 1.31.0 (major.minor differ)",
                           "pollution: t::a left X (unset) -> '1' (undone; 1 later test(s) of main ran without it)"]
@@ -163,5 +170,5 @@ def test_the_verdict_carries_every_part_the_report_gives():
 
 def test_without_a_collected_count_the_reports_tests_are_counted():
     rep = {"tests": PASSING, "exitstatus": 0, "audits": []}
-    v = judge(judge_counts, PassExpect(), ev(rep, junit=JunitCounts(0, 0, 0)), (), "/venv")
+    v = judge(ev(rep, junit=JunitCounts(0, 0, 0)), Standard(judge_counts, PassExpect(), (), '/venv'))
     assert v.counts.collected == 2 and v.counts.passed == 2

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,13 +129,10 @@ def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved |
                 + ("ok" if ok else "not here"))
 
 
-def run(matrix: Matrix) -> Report:
-    rep = Report()
-    cells = cells_of(matrix)
-    checked: dict[str, Resolved | MatrixError] = {c.name: check(c, matrix.workspace) for c in cells}
-    rep.add(f"matrix: {matrix.path}")
-    rep.add(f"results: {matrix.workspace.results_dir}   venvs: {matrix.workspace.venvs_dir}")
-    rep.add()
+Checked = dict[str, Resolved | MatrixError]
+
+
+def _pairings(rep: Report, cells: list[Cell], checked: Checked) -> None:
     rep.add("pairings")
     for c in cells:
         r = checked[c.name]
@@ -147,45 +145,43 @@ def run(matrix: Matrix) -> Report:
             rep.add(f"  {c.name}: runnable here")
             rep.runnable.append(c.name)
         rep.add(f"    sessions: {sessions}")
-    rep.add()
+
+
+def _libs_sets(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked) -> dict[str, str | None]:
+    """Each libs set and the files it pins here; returns the cuDNN version each set pins, by set."""
     rep.add("libs sets")
     pinned_versions: dict[str, str | None] = {}
+
+    def listed(libs_id: str, files: Sequence[str]) -> None:
+        for f in files:
+            rep.add(f"    {describe_lib(f)}")
+            if kind(f) == "cudnn":
+                pinned_versions[libs_id] = file_version(f)
+
     where_of = (matrix.settings.offline, matrix.workspace.venvs_dir)
     for libs_id, libs in matrix.libs.items():
         user = next((c for c in cells if c.libs.id == libs_id), None)
         loader = "" if libs.loader == "preload" else f" (loader {libs.loader})"
         if libs.none:
             rep.add(f"  {libs_id}: pins nothing{loader}")
-            continue
-        if libs.pip:
+        elif libs.pip:
             wheelhouse = next((r.wheelhouse for c in cells if c.libs.id == libs_id
                                and not isinstance(r := checked[c.name], MatrixError)), ())
             rep.add(f"  {libs_id}: pip {', '.join(libs.pip)}{loader}: {libsets.state(libs, wheelhouse, *where_of)}")
             where = libsets.target(libs, wheelhouse, *where_of)
-            for f in libsets.files_in(where) if (where / libsets.FINGERPRINT).is_file() else ():
-                rep.add(f"    {describe_lib(f)}")
-                if kind(f) == "cudnn":
-                    pinned_versions[libs_id] = file_version(f)
-            continue
-        if user is None:
+            listed(libs_id, libsets.files_in(where) if (where / libsets.FINGERPRINT).is_file() else ())
+        elif user is None:
             rep.add(f"  {libs_id}: no pairing uses it")
-            continue
-        files, problems = pinned_files(user, matrix.workspace)
-        if problems:
+        elif problems := (found := pinned_files(user, matrix.workspace))[1]:
             rep.add(f"  {libs_id}: not usable here: {'; '.join(p.problem for p in problems)}")
-            continue
-        rep.add(f"  {libs_id}:")
-        for f in files:
-            rep.add(f"    {describe_lib(f)}")
-            if kind(f) == "cudnn":
-                pinned_versions[libs_id] = file_version(f)
-    rep.add()
-    found = gpus()
-    rep.add("GPUs:" + (" none (no nvidia-smi, or it lists none)" if not found else ""))
-    for g in found:
-        rep.add(f"  {g}")
-    driver_section(rep, cells, checked)
-    rep.add()
+        else:
+            rep.add(f"  {libs_id}:")
+            listed(libs_id, found[0])
+    return pinned_versions
+
+
+def _torches(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked,
+             pinned_versions: dict[str, str | None]) -> None:
     rep.add("torch environments")
     for t in matrix.torch.values():
         if t.skip:
@@ -209,7 +205,9 @@ def run(matrix: Matrix) -> Report:
             if torch_cudnn and pinned and torch_cudnn != pinned:
                 rep.add(f"    warning: {c.name} pins cuDNN {pinned_versions[c.libs.id]} but torch brings "
                         f"{bundled['cudnn'][1]}: both get mapped, and a by-name load may get torch's (the audit checks)")
-    rep.add()
+
+
+def _venvs_and_pythons(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked) -> None:
     rep.add("venvs")
     for c in cells:
         r = checked[c.name]
@@ -221,4 +219,26 @@ def run(matrix: Matrix) -> Report:
         python = locate(version)
         rep.add(f"  python {version}: " + (f"{python.path} (from {python.found})" if python
                                            else f"{LOOKED}; install it: {install_command(version)}"))
+
+
+def run(matrix: Matrix) -> Report:
+    rep = Report()
+    cells = cells_of(matrix)
+    checked: Checked = {c.name: check(c, matrix.workspace) for c in cells}
+    rep.add(f"matrix: {matrix.path}")
+    rep.add(f"results: {matrix.workspace.results_dir}   venvs: {matrix.workspace.venvs_dir}")
+    rep.add()
+    _pairings(rep, cells, checked)
+    rep.add()
+    pinned_versions = _libs_sets(rep, matrix, cells, checked)
+    rep.add()
+    found = gpus()
+    rep.add("GPUs:" + (" none (no nvidia-smi, or it lists none)" if not found else ""))
+    for g in found:
+        rep.add(f"  {g}")
+    driver_section(rep, cells, checked)
+    rep.add()
+    _torches(rep, matrix, cells, checked, pinned_versions)
+    rep.add()
+    _venvs_and_pythons(rep, matrix, cells, checked)
     return rep

@@ -281,6 +281,39 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
                                ep=eprules.judge(expect, tests, r.ep.taken)[0])  # reports and baselines read it
 
 
+def _side_by_side(batch: list[tuple[_Mode, list[str]]],
+                  one: Callable[[_Mode, list[str], Callable[[int], None] | None], None]) -> None:
+    """The batch's first rerun on this thread, where an interrupt lands; the others in threads, each of whose
+    process groups is stopped (SIGINT) when it does."""
+    live: set[int] = set()  # the process groups of the side reruns still running
+
+    def tracked(m: _Mode, selected: list[str]) -> None:
+        mine: list[int] = []
+
+        def started(pid: int) -> None:
+            mine.append(pid)
+            live.add(pid)
+
+        try:
+            one(m, selected, started)
+        finally:
+            live.difference_update(mine)  # ended: its id may be reused, never signalled again
+
+    with ThreadPoolExecutor(max_workers=max(1, len(batch) - 1)) as pool:
+        side = [pool.submit(tracked, m, selected) for m, selected in batch[1:]]
+        try:
+            one(*batch[0], None)
+            for f in side:
+                f.result()
+        except BaseException:  # an interrupt lands on this thread, in its rerun or while it waits: stop the others
+            for group in list(live):
+                try:
+                    os.killpg(group, signal.SIGINT)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            raise
+
+
 def _round(rr: Reruns, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int) -> None:
     """Rerun k of n of one cell's modes: each its own process, side by side on the GPU where the host has room.
 
@@ -312,36 +345,8 @@ def _round(rr: Reruns, todo: list[tuple[_Mode, list[str]]], venv: Venv, k: int) 
             log(f"confirm: {m.result.session}: rerun {k} cannot clear anything: {term(p)}")
         _weigh(m, selected, got, problems)
 
-    live: set[int] = set()  # the process groups of the side reruns still running
-
-    def tracked(m: _Mode, selected: list[str]) -> None:
-        mine: list[int] = []
-
-        def started(pid: int) -> None:
-            mine.append(pid)
-            live.add(pid)
-
-        try:
-            one(m, selected, started)
-        finally:
-            live.difference_update(mine)  # ended: its id may be reused, never signalled again
-
     for at in range(0, len(todo), room.slots):
-        batch = todo[at:at + room.slots]
-
-        with ThreadPoolExecutor(max_workers=max(1, len(batch) - 1)) as pool:
-            side = [pool.submit(tracked, m, selected) for m, selected in batch[1:]]
-            try:
-                one(*batch[0], None)
-                for f in side:
-                    f.result()
-            except BaseException:  # an interrupt lands on this thread, in its rerun or while it waits: stop the others
-                for group in list(live):
-                    try:
-                        os.killpg(group, signal.SIGINT)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                raise
+        _side_by_side(todo[at:at + room.slots], one)
 
 
 def confirm(rr: Reruns, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],

@@ -21,7 +21,7 @@ from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree
 from ..judge.counts import Dispatch
 from ..judge.expected import expected_of
-from ..judge.verdicts import Verdict, judge, outcome_judge, tests_of
+from ..judge.verdicts import Standard, Verdict, judge, tests_of
 from ..judge.witnesses import Evidence
 from ..store import results
 from ..store.results import Result
@@ -77,8 +77,7 @@ def locked(run: ModeRun, log: Callable[[str], None]) -> Iterator[Scratch]:
 def verdict_of(run: ModeRun, outcome: RunOutcome, prior: Dispatch | None = None,
                source: SourceTree | None = None) -> Verdict:
     """The verdict on one run, by the mode's own judge and expectations (`prior`: teeth's census)."""
-    return judge(outcome_judge(run.mode), run.cell.suite.expect[run.mode], evidence(outcome), run.resolved.pinned,
-                 str(run.venv.path), prior, source, cell=run.cell.name)
+    return judge(evidence(outcome), Standard.of(run), prior, source)
 
 
 def keep(run: ModeRun, outcome: RunOutcome, verdict: Verdict, source: SourceTree | None = None,

@@ -295,8 +295,7 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], echo: Callable
     digest_r, digest_w = os.pipe()
     channels, tests = _channels(run, files, digest_w, launch)
     suite, r = run.cell.suite, run.resolved
-    env, applied = mode_env(run.mode, suite.provider_options, suite.env, r.preload, r.pythonpath, run.venv.path,
-                            channels, {**os.environ, **launch.given})
+    env, applied = mode_env(run.mode, suite, r, run.venv.path, channels, {**os.environ, **launch.given})
     cmd = _command(run, files, posargs, tests)
     say(f"$ {shlex.join(cmd)}")
     watch = _Supervisor(run, files, launch, tests, say)

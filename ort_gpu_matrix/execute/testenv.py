@@ -12,18 +12,22 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..config.model import Suite
 from ..config.modes import spec
 from ..config.reserved import HARNESS_PREFIX
+from ..host.host import Resolved
 
 # Dropped from the caller's environment: each would change what the test process imports or loads.
 SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
             "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "ORT_TEST_REQUIRE_CUDNN_SDPA")
-def mode_env(mode: str, provider_options: Mapping[str, str], suite_env: Mapping[str, str], preload: tuple[str, ...],
-             pythonpath: tuple[str, ...], venv: Path, channels: Mapping[str, str],
+
+
+def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: Mapping[str, str],
              inherited: Mapping[str, str] = os.environ) -> tuple[dict[str, str], dict[str, str]]:
     """The full environment of the test process, and the part of it the result records."""
     mode_spec = spec(mode)
-    options = {**provider_options, **mode_spec.forced_options}
+    preload, pythonpath, suite_env = resolved.preload, resolved.pythonpath, suite.env
+    options = {**suite.provider_options, **mode_spec.forced_options}
     applied = {
         "LD_PRELOAD": ":".join(preload),
         "LD_LIBRARY_PATH": ":".join(dict.fromkeys(os.path.dirname(p) for p in preload)),

@@ -22,6 +22,7 @@ from ort_matrix_probe.schema import ProbeReport
 from ..config.kernels import CUDNN
 from ..config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from ..config.modes import Mode
+from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree, skew
 from . import eps as eprules
 from . import tiers as tierrules
@@ -253,13 +254,32 @@ def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str |
     return f"version skew: {text} (major.minor differ)" if text else None
 
 
-def judge(outcomes: OutcomeJudge, expect: DispatchExpect, ev: Evidence, preload: tuple[str, ...], venv: str,
-          prior: Dispatch | None = None, source: SourceTree | None = None, cell: str | None = None) -> Verdict:
-    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own `outcomes` judge.
+@dataclass(frozen=True)
+class Standard:
+    """What a run is judged against: its mode's outcome judge and expectations, the library files that must
+    serve it (`preload`), the venv it ran in, and its cell, so that a calibrated rule is called stale only
+    where it was seen."""
 
-    `source`: the ORT checkout the suite's tests lie in, for the version-skew warning. `cell`: the cell
-    judged, so that a calibrated rule is called stale only where it was seen.
+    outcomes: OutcomeJudge
+    expect: DispatchExpect
+    preload: tuple[str, ...] = ()
+    venv: str = ""
+    cell: str | None = None
+
+    @classmethod
+    def of(cls, run: ModeRun) -> Standard:
+        return cls(outcome_judge(run.mode), run.cell.suite.expect[run.mode], run.resolved.pinned, str(run.venv.path),
+                   run.cell.name)
+
+
+def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, source: SourceTree | None = None) -> Verdict:
+    """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own outcome judge.
+
+    `prior`: teeth's require_cudnn census; `source`: the ORT checkout the suite's tests lie in, for the
+    version-skew warning.
     """
+    outcomes, expect, preload, venv, cell = (standard.outcomes, standard.expect, standard.preload, standard.venv,
+                                             standard.cell)
     report = ev.report
     tests = tests_of(report)
     counts = count(report, tests, collected_of(report, ev.collected))
