@@ -38,46 +38,51 @@ def slots_option(posargs: list[str]) -> tuple[str | None, list[str]]:
     return wanted, rest
 
 
-def _body(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, modes: tuple[str, ...],
-          earlier: dict[str, Result], print_table: bool, noxfile: Path | None) -> Callable[[Any], None]:
-    def session_body(session: Any) -> None:
-        # imported here, not at registration: `nox -l` needs none of it
-        from ort_gpu_matrix.drive.cell import run_cell
-        from ort_gpu_matrix.drive.context import CellRuns
-        from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
-        from ort_gpu_matrix.envs.venvs import BuildError
-        from ort_gpu_matrix.host.room import RoomError, parse_wanted
-        from ort_gpu_matrix.report.render import color, table
-        from ort_gpu_matrix.store.results import StoreError
+def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlier: dict[str, Result],
+            noxfile: Path | None) -> Callable[[tuple[str, ...], bool], Callable[[Any], None]]:
+    """The session bodies of one cell: `body(modes, print_table)` runs those modes (a cell session prints its
+    table, and overlaps its modes where `noxfile` can start them as children)."""
+    def body(modes: tuple[str, ...], print_table: bool) -> Callable[[Any], None]:
+        def session_body(session: Any) -> None:
+            # imported here, not at registration: `nox -l` needs none of it
+            from ort_gpu_matrix.drive.cell import run_cell
+            from ort_gpu_matrix.drive.context import CellRuns
+            from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
+            from ort_gpu_matrix.envs.venvs import BuildError
+            from ort_gpu_matrix.host.room import RoomError, parse_wanted
+            from ort_gpu_matrix.report.render import color, table
+            from ort_gpu_matrix.store.results import StoreError
 
-        if isinstance(resolved, MatrixError):
-            session.error(str(resolved))  # raises
-            return
-        wanted, posargs = slots_option(list(session.posargs))
-        missing: str | None = None
-        try:
-            overlap = Overlap(noxfile, parse_wanted(wanted)) if print_table and noxfile is not None else None
-            if wanted is not None and overlap is None:
-                raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
-                                "a mode session runs one mode")
-            written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, log=session.log,
-                                        echo=print), modes, overlap)
-        except RunsMissing as exc:  # the runs that stored a result are still shown
-            written, missing = exc.written, str(exc)
-        except (MatrixError, BuildError, StoreError, RoomError) as exc:
-            session.error(str(exc))  # raises
-            return
-        if print_table:
-            print(table.render(cell.name, written, color.enabled()))
-        else:
-            for r in written:
-                print(f"verdict {color.verdict(r.verdict.value.upper(), color.enabled())}: {r.session}")
-        if missing is not None:
-            session.error(f"verdict FAIL: {missing}")
-        failed = [r.session for r in written if not r.passed]
-        if failed:
-            session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.workspace.results_dir})")
-    return session_body
+            if isinstance(resolved, MatrixError):
+                session.error(str(resolved))  # raises
+                return
+            wanted, posargs = slots_option(list(session.posargs))
+            missing: str | None = None
+            try:
+                overlap = Overlap(noxfile, parse_wanted(wanted)) if print_table and noxfile is not None else None
+                if wanted is not None and overlap is None:
+                    raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
+                                    "a mode session runs one mode")
+                written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, log=session.log,
+                                            echo=print), modes, overlap)
+            except RunsMissing as exc:  # the runs that stored a result are still shown
+                written, missing = exc.written, str(exc)
+            except (MatrixError, BuildError, StoreError, RoomError) as exc:
+                session.error(str(exc))  # raises
+                return
+            if print_table:
+                print(table.render(cell.name, written, color.enabled()))
+            else:
+                for r in written:
+                    print(f"verdict {color.verdict(r.verdict.value.upper(), color.enabled())}: {r.session}")
+            if missing is not None:
+                session.error(f"verdict FAIL: {missing}")
+            failed = [r.session for r in written if not r.passed]
+            if failed:
+                session.error(f"verdict FAIL: {', '.join(failed)} (reasons above, results in {matrix.workspace.results_dir})")
+        return session_body
+
+    return body
 
 
 def _describe(cell: Cell, what: str, why_not: str | None) -> str:
@@ -108,11 +113,12 @@ def register(nox: Any, default_matrix: Path, noxfile: Path | None = None) -> int
         runnable += here
         why_not = None if not isinstance(resolved, MatrixError) else "; ".join(p.problem for p in resolved.problems)
         tags = list(dict.fromkeys([cell.python, cell.ort.id, cell.torch.id, cell.libs.id]))
+        body = _bodies(matrix, cell, resolved, earlier, noxfile)
         for mode in cell.modes:
-            fn = _body(matrix, cell, resolved, (mode,), earlier, print_table=False, noxfile=noxfile)
+            fn = body((mode,), False)
             fn.__doc__ = _describe(cell, f"{mode} mode", why_not)
             nox.session(fn, name=cell.mode_session(mode), venv_backend="none", tags=[mode, *tags], default=False)
-        fn = _body(matrix, cell, resolved, cell.modes, earlier, print_table=True, noxfile=noxfile)
+        fn = body(cell.modes, True)
         fn.__doc__ = _describe(cell, f"all modes ({', '.join(cell.modes)})", why_not)
         nox.session(fn, name=cell.name, venv_backend="none", tags=["cells"], default=here)
     return runnable

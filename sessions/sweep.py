@@ -9,13 +9,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.overrides import Overrides
-from ort_gpu_matrix.plan.cells import cells_of
 from ort_gpu_matrix.report.model import GATES
 from ort_gpu_matrix.util.errors import MatrixError
 
@@ -83,6 +81,75 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
     return args, extra
 
 
+def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> None:
+    from ort_gpu_matrix.app.outcome import Options, SweepError
+    from ort_gpu_matrix.app.sweep import Command, Invocation, from_command
+    from ort_gpu_matrix.drive.census import CensusError
+    from ort_gpu_matrix.host.gpus import GpuError
+    from ort_gpu_matrix.host.room import RoomError
+    from ort_gpu_matrix.plan.select import SelectionError
+    from ort_gpu_matrix.report.render import color, live, terminal
+    from ort_gpu_matrix.store.baseline import BaselineError
+
+    args, pytest_args = _args(session, "sweep")
+    opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
+                   args.accept_regressions, args.confirm)
+    cmd = Command(tuple(args.select), args.rerun_failures, args.slots_per_gpu, args.gpus, tuple(args.census),
+                  tuple(args.census_file), tuple(pytest_args))
+    # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
+    display = None if args.verbose or args.child else live.for_here(color.enabled())
+    how = Invocation(log=session.log if display is None else display.line, echo=print, noxfile=noxfile,
+                     child=args.child, display=display)
+    try:
+        outcome = from_command(load_matrix(matrix_file, overrides), cmd, opts, how, session.warn)
+    except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError, CensusError) as exc:
+        session.error(str(exc))
+        return
+    if args.child:
+        if not outcome.ok:
+            session.error("cell FAILED (its result says why)")
+        return
+    print(terminal.render(outcome.report))
+    print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
+    for warning in outcome.warnings:
+        print(f"warning: {warning}")
+    if outcome.interrupted:
+        session.error(f"sweep interrupted ({outcome.interrupted}): the report above shows what had finished")
+    if outcome.refused:
+        session.error(outcome.refused)
+    if not outcome.ok:
+        session.error(f"sweep FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
+
+
+def _report(session: Any, matrix_file: Path, overrides: Any) -> None:
+    from ort_gpu_matrix.app.outcome import Options, SweepError
+    from ort_gpu_matrix.app.sweep import report_only
+    from ort_gpu_matrix.report.model import InputError, gather
+    from ort_gpu_matrix.report.render import terminal
+    from ort_gpu_matrix.store.baseline import BaselineError
+
+    args, _ = _args(session, "report")
+    try:
+        matrix = load_matrix(matrix_file, overrides)
+        paths = args.paths or [matrix.workspace.results_dir]
+        results = gather(paths, latest=args.latest)
+        if not results:
+            session.error(f"no results in {', '.join(map(str, paths))}")
+            return
+        roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
+        outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
+                                                       allow_missing=args.allow_missing), roots)
+    except (MatrixError, InputError, BaselineError, SweepError) as exc:
+        session.error(str(exc))
+        return
+    print(terminal.render(outcome.report))
+    print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
+    for warning in outcome.warnings:
+        print(f"warning: {warning}")
+    if not outcome.ok:
+        session.error(f"report FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
+
+
 def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
     """`sweep` and `report`; a --gpus sweep starts its children with `noxfile`, the one that registered it."""
     overrides = Overrides.from_environ()
@@ -90,89 +157,11 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
 
     def sweep(session: Any) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
-        from ort_gpu_matrix.app.sweep import Options, SweepError, run, with_reruns
-        from ort_gpu_matrix.drive.census import CensusError, Earlier, censuses, handed_over
-        from ort_gpu_matrix.drive.overlap import sweep_room
-        from ort_gpu_matrix.host.gpus import GpuError, slots
-        from ort_gpu_matrix.host.room import RoomError, parse_wanted
-        from ort_gpu_matrix.plan.select import SelectionError, select
-        from ort_gpu_matrix.report.render import color, live, terminal
-        from ort_gpu_matrix.store.baseline import BaselineError
-
-        args, pytest_args = _args(session, "sweep")
-        opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
-                       args.accept_regressions, args.confirm)
-        # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
-        display = None if args.verbose or args.child else live.for_here(color.enabled())
-        log = session.log if display is None else display.line
-        try:
-            matrix = load_matrix(matrix_file, overrides)
-            matrix, rerun_args = with_reruns(matrix, args.rerun_failures)
-            chosen = select(cells_of(matrix), args.select)
-            wanted = parse_wanted(args.slots_per_gpu)
-            opts = dataclasses.replace(opts, slots_per_gpu=wanted)  # the confirmation reruns share the GPU alike
-            gpu_slots = [] if args.child else slots(args.gpus, wanted or 1, warn=session.warn)
-            room = None
-            if gpu_slots and wanted is None:  # one slot per GPU so far: now the room on each
-                room = sweep_room(matrix.workspace.results_dir, chosen, gpu_slots, None, [*rerun_args, *pytest_args])
-                gpu_slots = gpu_slots * room.slots
-            elif gpu_slots:
-                room = sweep_room(matrix.workspace.results_dir, chosen, sorted(set(gpu_slots), key=gpu_slots.index), wanted,
-                                  [*rerun_args, *pytest_args])
-                gpu_slots = sorted(set(gpu_slots), key=gpu_slots.index) * room.slots
-            child_args = [*(["--rerun-failures", str(args.rerun_failures)] if args.rerun_failures else []),
-                          *(["--", *pytest_args] if pytest_args else [])]
-            earlier = Earlier(censuses(matrix.workspace.results_dir, args.census, session.warn),
-                              later=handed_over(args.census_file))
-            outcome = run(matrix, chosen, [*rerun_args, *pytest_args], bool(args.select), opts,
-                          log=log, echo=print, slots=gpu_slots,
-                          child_args=child_args, noxfile=noxfile, child=args.child,
-                          earlier=earlier, room=room, display=display)
-        except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError, CensusError) as exc:
-            session.error(str(exc))
-            return
-        if args.child:
-            if not outcome.ok:
-                session.error("cell FAILED (its result says why)")
-            return
-        print(terminal.render(outcome.report))
-        print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
-        for warning in outcome.warnings:
-            print(f"warning: {warning}")
-        if outcome.interrupted:
-            session.error(f"sweep interrupted ({outcome.interrupted}): the report above shows what had finished")
-        if outcome.refused:
-            session.error(outcome.refused)
-        if not outcome.ok:
-            session.error(f"sweep FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
+        _sweep(session, matrix_file, overrides, noxfile)
 
     def report(session: Any) -> None:
         """Build the sweep report from result files or dirs (default: the results dir); runs nothing."""
-        from ort_gpu_matrix.app.sweep import Options, SweepError, report_only
-        from ort_gpu_matrix.report.model import InputError, gather
-        from ort_gpu_matrix.report.render import terminal
-        from ort_gpu_matrix.store.baseline import BaselineError
-
-        args, _ = _args(session, "report")
-        try:
-            matrix = load_matrix(matrix_file, overrides)
-            paths = args.paths or [matrix.workspace.results_dir]
-            results = gather(paths, latest=args.latest)
-            if not results:
-                session.error(f"no results in {', '.join(map(str, paths))}")
-                return
-            roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
-            outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
-                                                           allow_missing=args.allow_missing), roots)
-        except (MatrixError, InputError, BaselineError, SweepError) as exc:
-            session.error(str(exc))
-            return
-        print(terminal.render(outcome.report))
-        print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
-        for warning in outcome.warnings:
-            print(f"warning: {warning}")
-        if not outcome.ok:
-            session.error(f"report FAILED (gate {args.gate}): " + "; ".join(outcome.report.why_failed()))
+        _report(session, matrix_file, overrides)
 
     nox.session(sweep, name="sweep", venv_backend="none", default=False)
     nox.session(report, name="report", venv_backend="none", default=False)

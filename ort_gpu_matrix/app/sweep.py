@@ -14,95 +14,121 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..compare.changes import Comparison, Scope
-from ..compare.reruns import DEFAULT as CONFIRM_DEFAULT
+from ..compare.changes import Scope
 from ..compare.reruns import Reruns, confirm
 from ..config.model import Matrix
+from ..config.overrides import Workspace
 from ..drive import earlyteeth, scheduler
 from ..drive.cell import run_cell
-from ..drive.census import Earlier
+from ..drive.census import Earlier, censuses, handed_over
 from ..drive.context import CellRuns
-from ..drive.overlap import own_workers
+from ..drive.overlap import own_workers, sweep_room
 from ..envs.venvs import BuildError
 from ..execute.group import Interrupted
-from ..host.host import Resolved, check
-from ..host.room import Room
+from ..host.gpus import slots
+from ..host.host import check
+from ..host.room import Room, parse_wanted
 from ..plan.cells import Cell, cells_of
+from ..plan.select import select
 from ..report import progress
-from ..report.model import GATES, Report, Sweep, build
-from ..report.render import html, markdown
+from ..report.model import GATES, Sweep, build
 from ..report.render.live import Display
 from ..store.baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
-from ..store.results import Result, StoreError, current_path, plain
+from ..store.results import Result, StoreError
 from ..util.errors import MatrixError, anywhere
 from ..util.fs import unwritable, write_atomic
+from .outcome import Options, Plan, SweepError, SweepOutcome
+from .outputs import save, summary, write
 
-SWEEP_VERSION = 3  # 3: confirm, unconfirmed, confirmation (the reruns), libs_unconfirmed
 RERUN_PLUGIN = "pytest-rerunfailures"
 
 
-class SweepError(Exception):
-    """Something the sweep was asked for that it cannot do; found before any cell runs. Names the fix."""
+@dataclass(frozen=True)
+class Invocation:
+    """How this sweep process was started, beyond what the user asked of the sweep.
+
+    `slots`: one child process per GPU slot at a time (scheduler.py), started with `noxfile` and `child_args`.
+    A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no report,
+    sweep.json or baseline: the parent does, once every child is done. `earlier`: results of this sweep
+    stored by other children that a mode reads (teeth's census). `room`: what room.py decided for the slots
+    (logged; each run's -n cut to its share where it says so). With a `display`, the runs are watched
+    (progress.py): one line as each starts and ends, pytest's output only in each run's log, the harness's
+    own lines in <results>/sweep.log. Without one, the harness's lines go to `log` and pytest's output to
+    `echo`, as a cell session streams them.
+    """
+
+    posargs: tuple[str, ...] = ()
+    explicit: bool = False  # cells chosen by name or tag: one this host cannot run is an error
+    log: Callable[[str], None] = print
+    echo: Callable[[str], None] = print
+    slots: tuple[str, ...] = ()
+    child_args: tuple[str, ...] = ()
+    noxfile: Path | None = None
+    child: bool = False
+    earlier: dict[str, Result] | None = None
+    room: Room | None = None
+    display: Display | None = None
+
+    def pytest_for(self, job: scheduler.Job) -> Sequence[str]:
+        return self.room.pytest_args(own_workers(job, self.posargs)) if self.room else []
+
+
+def with_reruns(chosen: list[tuple[Cell, tuple[str, ...]]], reruns: int
+                ) -> tuple[list[tuple[Cell, tuple[str, ...]]], list[str]]:
+    """pytest-rerunfailures in each chosen cell's venv (part of its fingerprint) and the pytest arguments that
+    use it: the command line's option changes the cells it plans, never the matrix they came from."""
+    if reruns <= 0:
+        return chosen, []
+
+    def rerunning(cell: Cell) -> Cell:
+        tools = cell.settings.tools if RERUN_PLUGIN in cell.settings.tools else (*cell.settings.tools, RERUN_PLUGIN)
+        return dataclasses.replace(cell, settings=dataclasses.replace(cell.settings, tools=tools))
+
+    return [(rerunning(c), modes) for c, modes in chosen], ["-p", "pytest_rerunfailures", f"--reruns={reruns}"]
 
 
 @dataclass(frozen=True)
-class Options:
-    """What the user asked of this sweep, beyond which cells."""
+class Command:
+    """`nox -s sweep -- ...` as the session parsed it: what it hands the engine (the rest is in Options)."""
 
-    baseline: str | None = None
-    save_baseline: str | None = None
-    out: Path | None = None
-    gate: str = "all"
-    allow_missing: bool = False
-    replace: bool = False  # --save-baseline writes exactly this sweep's records, dropping what it did not run
-    accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
-    confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of each mode's regressed tests before they count (confirm.py)
-    slots_per_gpu: int | None = None  # --slots-per-gpu N (None: auto): also how many of a cell's reruns share the GPU
+    select: tuple[str, ...] = ()
+    rerun_failures: int = 0
+    slots_per_gpu: str = "auto"
+    gpus: str | None = None
+    census: tuple[str, ...] = ()  # SESSION=RUN_ID, given by a --gpus parent to its child
+    census_file: tuple[str, ...] = ()  # SESSION=PATH, for a teeth started early
+    pytest_args: tuple[str, ...] = ()
 
 
-@dataclass
-class Plan:
-    """What `prepare` found: the baseline, where things go, and what can run."""
+def from_command(matrix: Matrix, cmd: Command, opts: Options, how: Invocation,
+                 warn: Callable[[str], None]) -> SweepOutcome:
+    """The sweep the command line asks for: cells chosen, reruns and GPU slots decided, censuses handed on.
 
-    before: Baseline | None
-    save_to: Path | None
-    saved_before: Baseline | None  # the baseline that --save-baseline would replace, when there is one
-    before_path: Path | None = None  # the file --baseline named: is it the one --save-baseline writes?
-    runnable: list[tuple[Cell, tuple[str, ...], Resolved]] = field(default_factory=list)
-    not_run: dict[str, str] = field(default_factory=dict)  # cell -> why this host cannot run it
-    errors: dict[str, str] = field(default_factory=dict)  # cell -> a problem of the matrix: it fails the sweep
-    scope: Scope = field(default_factory=Scope)
-
-
-@dataclass
-class SweepOutcome:
-    report: Report
-    errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store)
-    files: dict[str, Path] = field(default_factory=dict)
-    interrupted: str | None = None  # "SIGINT"/"SIGTERM" when the sweep was stopped (its report is still written)
-    warnings: list[str] = field(default_factory=list)  # an optional output that failed, a baseline not saved
-    refused: str | None = None  # why the asked-for baseline was not saved
-
-    @property
-    def ok(self) -> bool:
-        """Green under the report's gate, and the baseline asked for was saved."""
-        return self.report.ok and self.refused is None
-
-
-def with_reruns(matrix: Matrix, reruns: int) -> tuple[Matrix, list[str]]:
-    """pytest-rerunfailures in every venv (part of the fingerprint) and the pytest arguments that use it."""
-    if reruns <= 0:
-        return matrix, []
-    tools = matrix.settings.tools if RERUN_PLUGIN in matrix.settings.tools else (*matrix.settings.tools, RERUN_PLUGIN)
-    settings = dataclasses.replace(matrix.settings, tools=tools)
-    return dataclasses.replace(matrix, settings=settings), ["-p", "pytest_rerunfailures", f"--reruns={reruns}"]
+    Raises what a bad option raises (SelectionError, GpuError, RoomError, CensusError, ...), before any cell runs.
+    """
+    chosen, rerun_args = with_reruns(select(cells_of(matrix), list(cmd.select)), cmd.rerun_failures)
+    wanted = parse_wanted(cmd.slots_per_gpu)
+    opts = dataclasses.replace(opts, slots_per_gpu=wanted)  # the confirmation reruns share the GPU alike
+    gpu_slots = [] if how.child else slots(cmd.gpus, wanted or 1, warn=warn)
+    posargs = (*rerun_args, *cmd.pytest_args)
+    room = None
+    if gpu_slots:  # with --slots-per-gpu auto, one slot per GPU so far: now the room on each
+        distinct = sorted(set(gpu_slots), key=gpu_slots.index)
+        room = sweep_room(matrix.workspace.results_dir, chosen, gpu_slots if wanted is None else distinct, wanted,
+                          list(posargs))
+        gpu_slots = (gpu_slots if wanted is None else distinct) * room.slots
+    child_args = (*(["--rerun-failures", str(cmd.rerun_failures)] if cmd.rerun_failures else []),
+                  *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
+    earlier = Earlier(censuses(matrix.workspace.results_dir, list(cmd.census), warn),
+                      later=handed_over(list(cmd.census_file)))
+    how = dataclasses.replace(how, posargs=posargs, explicit=bool(cmd.select), slots=tuple(gpu_slots),
+                              child_args=child_args, earlier=earlier, room=room)
+    return run(matrix, chosen, opts, how)
 
 
 def _check_gate(opts: Options) -> None:
@@ -177,42 +203,54 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
     return plan
 
 
-def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Sequence[str], explicit: bool,
-        opts: Options, log: Callable[[str], None] = print, echo: Callable[[str], None] = print,
-        slots: Sequence[str] = (), child_args: Sequence[str] = (), noxfile: Path | None = None,
-        child: bool = False, earlier: dict[str, Result] | None = None,
-        room: Room | None = None, display: Display | None = None) -> SweepOutcome:
-    """Every chosen cell; with `slots`, one child process per GPU slot at a time (scheduler.py).
-
-    With a `display`, the runs are watched (progress.py): one line as each starts and ends, pytest's
-    output only in each run's log, the harness's own lines in <results>/sweep.log. Without one, the
-    harness's lines go to `log` and pytest's output to `echo`, as a cell session streams them.
-
-    A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no
-    report, sweep.json or baseline: the parent does, once every child is done.
-    `earlier`: results of this sweep stored by other children that a mode reads (teeth's census).
-    `room`: what room.py decided for the slots (logged; each run's -n cut to its share where it says so).
-    """
+def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options,
+        how: Invocation = Invocation()) -> SweepOutcome:
+    """Every chosen cell, in this process or (with `how.slots`) as children; then the confirmation, the report,
+    sweep.json and the baseline asked for."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    plan = prepare(matrix, chosen, Options() if child else opts, explicit, log)
-    earlier = earlier if isinstance(earlier, Earlier) else dict(earlier or {})  # Earlier: with its handed-over censuses
-    results: list[Result] = []
+    plan = prepare(matrix, chosen, Options() if how.child else opts, how.explicit, how.log)
+    earlier = how.earlier if isinstance(how.earlier, Earlier) else dict(how.earlier or {})  # with its censuses
     errors = dict(plan.errors)
-    in_slots: list[tuple[Cell, tuple[str, ...]]] = []
-    serial = [(cell, modes) for cell, modes, _ in plan.runnable] if not slots else []
-    watch = progress.Watch(scheduler.jobs_of(serial, matrix.workspace.results_dir), (), display,
-                           matrix.workspace.results_dir) if display is not None and serial and not child else None
+    results = [] if how.slots else _serial(matrix.workspace, plan, how, earlier, errors)
+    interrupted = None
+    given: dict[str, dict[str, str]] = {}  # session -> what its slot set: its confirmation reruns get it again
+    if how.slots and plan.runnable:
+        if how.room is not None:
+            how.log(f"sweep: {how.room.slots} mode run(s) at once per GPU ({how.room.why})")
+        found, interrupted = _in_slots(matrix.workspace.results_dir, [(c, m) for c, m, _ in plan.runnable], how,
+                                       errors, given)
+        results += found
+    if opts.confirm and not how.child and interrupted is None and results:
+        results, interrupted = _confirmed(matrix.workspace, plan, opts, how, results, given)
+    scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
+    report = build(results, plan.before, opts.baseline, Sweep(skipped=plan.not_run, scope=scope, gate=opts.gate,
+                   allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted,
+                   confirm=None if how.child else opts.confirm))
+    outcome = SweepOutcome(report, errors, interrupted=interrupted)
+    if how.child:
+        return outcome
+    outcome.files = write(matrix.workspace.results_dir, outcome, started, opts.out)
+    if plan.save_to is not None:
+        save(plan, opts, results, outcome, how.log)
+    summary(outcome, how.log)
+    return outcome
+
+
+def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Result],
+            errors: dict[str, str]) -> list[Result]:
+    """Each runnable cell in this process, one after another; a cell that stops is an error, never the sweep's end."""
+    results: list[Result] = []
+    log, serial = how.log, [(cell, modes) for cell, modes, _ in plan.runnable]
+    watch = progress.Watch(scheduler.jobs_of(serial, ws.results_dir), (), how.display,
+                           ws.results_dir) if how.display is not None and serial and not how.child else None
     try:
         for cell, modes, resolved in plan.runnable:
-            if slots:
-                in_slots.append((cell, modes))
-                continue
             if watch is None:
                 log(f"sweep: {cell.name} ({', '.join(modes)})")
             try:
-                results += run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier,
+                results += run_cell(CellRuns(cell, resolved, ws, how.posargs, earlier,
                                              log if watch is None else watch.detail,
-                                             echo if watch is None else _quiet, watch=watch), modes)
+                                             how.echo if watch is None else _quiet, watch=watch), modes)
             except (BuildError, StoreError, MatrixError) as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
                                      if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
@@ -222,101 +260,38 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], posargs: Seq
     finally:
         if watch is not None:
             watch.close()
-    interrupted = None
-    given: dict[str, dict[str, str]] = {}  # session -> what its slot set: its confirmation reruns get it again
-    if in_slots:
-        assert noxfile is not None
-        if room is not None:
-            log(f"sweep: {room.slots} mode run(s) at once per GPU ({room.why})")
-        found, interrupted = _in_slots(matrix, in_slots, slots, noxfile, child_args, errors, log,
-                                       lambda job: room.pytest_args(own_workers(job, posargs)) if room else [],
-                                       None if child else display, given)
-        results += found
-    if opts.confirm and not child and interrupted is None and results:
-        try:
-            rr = Reruns(matrix.workspace, opts.confirm, tuple(posargs), log,
-                        echo if display is None else _quiet,  # watched: pytest's output stays in the logs
-                        given, wanted=opts.slots_per_gpu)
-            results = confirm(rr, plan.runnable, results, plan.before)
-        except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
-            log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
-        except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written
-            interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
-            log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
-    scope = dataclasses.replace(plan.scope, not_run={**plan.not_run, **errors})
-    report = build(results, plan.before, opts.baseline, Sweep(skipped=plan.not_run, scope=scope, gate=opts.gate,
-                   allow_missing=opts.allow_missing, errors=errors, interrupted=interrupted,
-                   confirm=None if child else opts.confirm))
-    outcome = SweepOutcome(report, errors, interrupted=interrupted)
-    if child:
-        return outcome
-    outcome.files = write(matrix, outcome, started, opts.out, log)
-    if plan.save_to is not None:
-        _save(plan, opts, results, outcome, log)
-    _summary(outcome, log)
-    return outcome
+    return results
 
 
-def _save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome, log: Callable[[str], None]) -> None:
-    """--save-baseline: never shrunk, never overwritten silently, never fed this sweep's own regressions."""
-    assert plan.save_to is not None and opts.save_baseline is not None
-    cmp = outcome.report.comparison
-    # the same file, however each option named it (a name, a path, baselines/ beside the matrix or MATRIX_BASELINES)
-    same = plan.before_path is not None and plan.before_path.resolve() == plan.save_to.resolve()
-    if same and cmp and cmp.regressions and not opts.accept_regressions:
-        outcome.refused = (f"baseline {opts.save_baseline} was NOT saved: this sweep has {len(cmp.regressions)} "
-                           f"regression(s) against it, and saving would make them the new normal. Fix: look at them, "
-                           "then re-run with --accept-regressions to save anyway")
-        log(f"sweep: {outcome.refused}")
-        return
-    if not results:
-        outcome.refused = f"baseline {opts.save_baseline} was NOT saved: nothing ran"
-        log(f"sweep: {outcome.refused}")
-        return
-    new = Baseline.of(results, opts.save_baseline)
-    existed = plan.save_to.exists()
-    kept: list[str] = []
-    if plan.saved_before is not None:
-        new, kept = new.merged_over(plan.saved_before)
-    new.save(plan.save_to)
-    outcome.files["baseline"] = plan.save_to
-    updated = f"updated {len(Baseline.of(results).modes())} mode record(s)"
-    if kept:
-        how = f"{updated}, kept {len(kept)} this sweep did not run ({', '.join(kept[:6])}" \
-              f"{', ...' if len(kept) > 6 else ''}; --replace drops them)"
-    else:
-        how = "replaced (--replace)" if existed and opts.replace else updated if existed else "saved"
-    log(f"sweep: baseline {opts.save_baseline} {how}: {plan.save_to}")
-
-
-def _summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
-    """Append report.md to $GITHUB_STEP_SUMMARY; a failure there is one warning line, never a lost run."""
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not summary or "markdown" not in outcome.files:
-        return
+def _confirmed(ws: Workspace, plan: Plan, opts: Options, how: Invocation, results: list[Result],
+               given: dict[str, dict[str, str]]) -> tuple[list[Result], str | None]:
+    """The results with their changes confirmed; where confirmation stops, the first runs stand."""
     try:
-        with open(summary, "a") as f:
-            f.write(outcome.files["markdown"].read_text())
-    except OSError as exc:
-        warning = f"GITHUB_STEP_SUMMARY={summary} could not be written ({exc.strerror or exc}); " \
-                  "the report, sweep.json and any baseline were written"
-        outcome.warnings.append(warning)
-        log(f"warning: {warning}")
+        rr = Reruns(ws, opts.confirm, how.posargs, how.log,
+                    how.echo if how.display is None else _quiet,  # watched: pytest's output stays in the logs
+                    given, wanted=opts.slots_per_gpu)
+        return confirm(rr, plan.runnable, results, plan.before), None
+    except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
+        how.log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
+        return results, None
+    except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written
+        interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+        how.log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
+        return results, interrupted
 
 
 def _quiet(line: str) -> None:
     """pytest's output of a watched sweep: already in the run's pytest.log, not on the terminal."""
 
 
-def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slots: Sequence[str], noxfile: Path,
-              child_args: Sequence[str], errors: dict[str, str],
-              log: Callable[[str], None],
-              pytest_for: Callable[[scheduler.Job], Sequence[str]] = lambda job: (),
-              display: Display | None = None,
-              given: dict[str, dict[str, str]] | None = None) -> tuple[list[Result], str | None]:
+def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], how: Invocation,
+              errors: dict[str, str], given: dict[str, dict[str, str]]) -> tuple[list[Result], str | None]:
     """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back,
     and (into `given`) what each run's slot set, for its confirmation reruns."""
-    results_dir = matrix.workspace.results_dir
+    assert how.noxfile is not None
+    slots, noxfile, child_args, log = list(how.slots), how.noxfile, list(how.child_args), how.log
+    pytest_for = how.pytest_for
+    display = None if how.child else how.display
     jobs = scheduler.jobs_of(runnable, results_dir)
     handoff = earlyteeth.mark(jobs, len(slots), results_dir, log)  # a scoped teeth may start beside its census's run
     order, makespan = scheduler.plan(jobs, len(slots))
@@ -335,7 +310,7 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:
-        if given is not None and job.proc is not None:
+        if job.proc is not None:
             given[job.session] = job.env
         got = scheduler.collect(job, results_dir, stopped)
         if isinstance(got, Result):
@@ -346,41 +321,6 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
         errors[cell] = "; ".join(dict.fromkeys(whys))
     write_atomic(results_dir / "sweep-timeline.json", json.dumps(scheduler.timeline(jobs), indent=2) + "\n")
     return found, stopped
-
-
-def _document(matrix: Matrix, outcome: SweepOutcome, started: str) -> dict[str, object]:
-    report = outcome.report
-    results_dir = matrix.workspace.results_dir
-    cmp = report.comparison.to_dict() if report.comparison else {k: [] for k in Comparison.KEYS}
-    return {
-        "sweep_version": SWEEP_VERSION, "started": started, "host": socket.gethostname(), "ok": outcome.ok,
-        "gate": report.gate, "allow_missing": report.allow_missing, "why_failed": report.why_failed(),
-        "baseline": report.baseline_name,
-        "interrupted": outcome.interrupted,
-        "cells": [{"session": r.session, "cell": r.cell.name, "mode": r.mode, "verdict": r.verdict.value,
-                   "result": str(current_path(results_dir, r.session)), "bundle": r.bundle} for r in report.results],
-        "already_failing": [r.session for r in report.already_failing],
-        **cmp, "skipped": report.skipped, "errors": outcome.errors,
-        "confirm": report.confirm,
-        "unconfirmed": [u.to_dict() for u in report.unconfirmed],
-        "libs_unconfirmed": [{"mode": d.mode, "cells": list(d.cells), "test": t, "left": a, "right": b}
-                             for d in report.libs for t, a, b in d.unconfirmed],
-        "confirmation": {r.session: plain(r.confirmation) for r in report.results if r.confirmation is not None},
-    }
-
-
-def write(matrix: Matrix, outcome: SweepOutcome, started: str, out_dir: Path | None,
-          log: Callable[[str], None] = print, name: str = "sweep.json",
-          roots: Sequence[Path] = ()) -> dict[str, Path]:
-    """sweep.json beside the results (a report writes report.json instead), report.md and report.html in out_dir."""
-    results_dir = matrix.workspace.results_dir
-    out = out_dir or results_dir
-    files = {"sweep": (results_dir if name == "sweep.json" else out) / name, "markdown": out / "report.md",
-             "html": out / "report.html"}
-    write_atomic(files["sweep"], json.dumps(_document(matrix, outcome, started), indent=2) + "\n")
-    write_atomic(files["markdown"], markdown.render(outcome.report))
-    write_atomic(files["html"], html.render(outcome.report, out, roots or [results_dir]))
-    return files
 
 
 def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path]) -> SweepOutcome:
@@ -401,7 +341,7 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
                   {c.name: "no result file among the inputs" for c in cells})
     outcome = SweepOutcome(build(results, before, opts.baseline, Sweep(scope=scope, gate=opts.gate,
                                  allow_missing=opts.allow_missing)))
-    outcome.files = write(matrix, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
+    outcome.files = write(matrix.workspace.results_dir, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
                           name="report.json", roots=roots)
-    _summary(outcome, print)
+    summary(outcome, print)
     return outcome
