@@ -48,7 +48,7 @@ from typing import Any
 from ..config.model import Matrix, TeethExpect
 from ..config.modes import spec
 from ..drive.cell import evidence, session_lock, with_libset
-from ..drive.scheduler import last_peak_mib
+from ..drive.history import last_peak_mib
 from ..envs.venvs import Venv, ensure_venv
 from ..execute.mode_run import remove_workdir, run_mode
 from ..host.host import Resolved

@@ -26,7 +26,7 @@ from ..host.room import Room, cores, decide, gpu_memory, workers_of
 from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
-from . import earlyteeth, scheduler
+from . import earlyteeth, history, scheduler
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def room_for(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Sequence
     teeth with a last run on record counts as a third run at once (earlyteeth.py): with room for three it starts
     with the pair and waits for its census; with room for two it starts after require_cudnn."""
     n = cores()
-    peaks = [scheduler.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
+    peaks = [history.last_peak_mib(matrix.workspace.results_dir, cell.mode_session(m)) for m in modes]
     together = together_of(cell, modes, matrix.workspace.results_dir)
     return decide(wanted, cell.suite.slots_per_gpu, together, n, workers_of([*cell.suite.pytest_args, *posargs], n),
                   gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")), peaks)
@@ -112,7 +112,7 @@ def sweep_room(matrix: Matrix, chosen: Sequence[tuple[Cell, Sequence[str]]], gpu
     of the chosen runs, and the widest suite's -n against the cores all the GPUs' runs share."""
     n = cores()
     results_dir = matrix.workspace.results_dir
-    peaks = [scheduler.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
+    peaks = [history.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
     memories = [gpu_memory(g) for g in gpus]
     known = [m for m in memories if not isinstance(m, str)]
     memory = min(known, key=lambda m: m[0]) if known and len(known) == len(memories) else \
