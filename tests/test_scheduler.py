@@ -357,7 +357,7 @@ def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_li
 
 
 def test_a_child_log_tail_is_shown_escaped(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import last_lines
+    from ort_gpu_matrix.drive.readback import last_lines
 
     log = tmp_path / "child.log"
     log.write_bytes(b"one\n\ntwo\x1b]0;pwned\x07\nthree\r\x1b[2Afour\nfive\nsix\n")

@@ -25,7 +25,7 @@ from ..compare.changes import Comparison, Scope
 from ..compare.reruns import DEFAULT as CONFIRM_DEFAULT
 from ..compare.reruns import confirm
 from ..config.model import Matrix
-from ..drive import earlyteeth, scheduler
+from ..drive import earlyteeth, readback, scheduler
 from ..drive.cell import Earlier, run_cell
 from ..drive.overlap import own_workers
 from ..envs.venvs import BuildError
@@ -333,7 +333,7 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     for job in jobs:
         if given is not None and job.proc is not None:
             given[job.session] = job.env
-        got = scheduler.collect(job, results_dir, stopped)
+        got = readback.collect(job, results_dir, stopped)
         if isinstance(got, Result):
             found.append(got)
         else:

@@ -25,7 +25,7 @@ from ..judge.outcomes import collected
 from ..plan.cells import Cell
 from ..store.results import ResultError, current_path, load
 from ..util.escape import term
-from . import scheduler
+from . import readback, scheduler
 from .handoff import Handoff
 
 FEW_SLOTS = 4  # below this, teeth start early only where every run of the plan can start at once (see mark)
@@ -75,7 +75,7 @@ def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, say: Ca
     if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
         say(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
         return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
-    return scheduler.census_args(job, results_dir, say)
+    return readback.census_args(job, results_dir, say)
 
 
 def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff | None, results_dir: Path,
@@ -85,7 +85,7 @@ def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff 
         return
     for job in jobs:
         if job.after is ended and job.proc is not None:
-            found = scheduler.fresh_result(ended, results_dir)
+            found = readback.fresh_result(ended, results_dir)
             try:
                 handoff.give(job.session, found)
             except OSError as exc:  # the teeth then waits out its bound and fails, saying so; nothing else stops

@@ -26,7 +26,7 @@ from ..host.room import Room, cores, decide, gpu_memory, workers_of
 from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
-from . import earlyteeth, history, scheduler
+from . import earlyteeth, history, readback, scheduler
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     written: list[Result] = []
     problems: list[str] = []
     for job in jobs:
-        got = scheduler.collect(job, results_dir, stopped)
+        got = readback.collect(job, results_dir, stopped)
         if isinstance(got, str):
             problems.append(got)
             log(f"{job.session}: {got}")

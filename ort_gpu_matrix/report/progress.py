@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..drive.scheduler import Job, fresh_result
+from ..drive.readback import fresh_result
+from ..drive.scheduler import Job
 from ..store.results import Result
 from ..util.escape import term
 from .render.live import Display
