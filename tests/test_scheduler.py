@@ -427,12 +427,12 @@ def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
 
 
 def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import _pick
+    from ort_gpu_matrix.drive.scheduler import pick
 
     rc, teeth = _jobs({"a": {"require_cudnn": 1, "teeth": 1}}, tmp_path)
-    assert _pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
-    assert _pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
-    assert _pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
+    assert pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
+    assert pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
+    assert pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
 
 
 def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
@@ -453,15 +453,15 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
     """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
     holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
     the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
-    from ort_gpu_matrix.drive.scheduler import _pick, plan, simulate
+    from ort_gpu_matrix.drive.scheduler import pick, plan, simulate
 
     normal, rc, teeth = _jobs({"a": {"normal": 10, "require_cudnn": 10, "teeth": 8}}, tmp_path)
     other, = _jobs({"b": {"normal": 10}}, tmp_path)
     cost = {j: j.predicted_s for j in (normal, rc, teeth, other)}
-    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (other, 1)  # not early: in order
+    assert pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (other, 1)  # not early: in order
     teeth.early_s, teeth.tail_s = 0.0, 3.0
-    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (teeth, 1)  # early: first
-    assert _pick([other, teeth], [1, 2], set(), {}, {}, 0.0) == (other, 1)  # its require_cudnn not started yet
+    assert pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (teeth, 1)  # early: first
+    assert pick([other, teeth], [1, 2], set(), {}, {}, 0.0) == (other, 1)  # its require_cudnn not started yet
     assert simulate([rc, normal, teeth], cost, 3, {teeth: 3.0}) == 13.0  # max(0 + 5, 10) + 3
     assert simulate([rc, normal, teeth], cost, 3) == 14.0  # no tail known: half its cost after the census
     assert simulate([rc, normal, teeth], cost, 3, {teeth: 20.0}) == 18.0  # a tail longer than its cost: the cost

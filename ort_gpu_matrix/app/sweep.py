@@ -319,10 +319,11 @@ def _in_slots(matrix: Matrix, runnable: list[tuple[Cell, tuple[str, ...]]], slot
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
     watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
     try:
-        stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
-                                pytest_for=pytest_for, events=watch,
-                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+        stopped = scheduler.run(order, slots,
+                                scheduler.Command(noxfile, child_args, pytest_for=pytest_for,
+                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log)),
+                                scheduler.Hooks(say=log, events=watch, ended=lambda job: earlyteeth.hand_over(
+                                    job, jobs, handoff, results_dir, log)))
     finally:
         if watch is not None:
             watch.close()

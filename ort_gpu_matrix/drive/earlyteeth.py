@@ -51,7 +51,7 @@ def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
 def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable[[str], None]) -> Handoff | None:
     """Let the teeth that can start early do so (`early_s` 0): scoped, its require_cudnn in the plan, and a last run
     of it to collect on. The scheduler then starts it, before any other waiting run, as soon as its require_cudnn
-    runs and a slot is free (scheduler._pick). Their Handoff, else None.
+    runs and a slot is free (scheduler.pick). Their Handoff, else None.
 
     Only in the two shapes measured on the H200: every run of the plan at once (a cell's three), or at least four
     slots, where each of the first `slots // 2` such teeth starts beside its require_cudnn and the rest follow (a

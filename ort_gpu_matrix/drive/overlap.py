@@ -78,11 +78,12 @@ def run_overlapped(matrix: Matrix, cell: Cell, modes: Sequence[str], posargs: Se
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     try:
-        stopped = scheduler.run(order, [gpu] * room.slots, noxfile,
-                                ["--", *posargs] if posargs else [], say=log,
-                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
-                                pytest_for=lambda job: room.pytest_args(own),
-                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+        stopped = scheduler.run(order, [gpu] * room.slots,
+                                scheduler.Command(noxfile, ["--", *posargs] if posargs else [],
+                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
+                                                  pytest_for=lambda job: room.pytest_args(own)),
+                                scheduler.Hooks(say=log, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff,
+                                                                                                results_dir, log)))
     finally:
         if handoff is not None:
             handoff.close()

@@ -46,13 +46,13 @@ from typing import Protocol
 from ..config.modes import MODES, spec
 from ..host.gpus import slot_env
 from ..plan.cells import Cell
-from ..util.orphans import die_with_parent
+from . import children
 from .history import current_run, last_whole
 
 CHILD_GRACE_S = 30.0
 STATUS_EVERY_S = 30.0
+POLL_S = 0.2  # between looks at the running children
 SEARCH_BUDGET = 400  # schedules simulated while refining the order: milliseconds for a matrix's worth of runs
-_STOP = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass(eq=False)  # identity: a job is one run of one child
@@ -109,8 +109,8 @@ def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
     return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
 
 
-def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
-          slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
+def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
+         slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
     """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
     each running job started, so that a job with `early_s` may start before its predecessor ends.
 
@@ -139,8 +139,8 @@ def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
     end_of: dict[Job, float] = {}
     now = 0.0
     while waiting or running:
-        while free and (pick := _pick(waiting, free, finished, slot_of, began, now)) is not None:
-            job, slot = pick
+        while free and (chosen := pick(waiting, free, finished, slot_of, began, now)) is not None:
+            job, slot = chosen
             waiting.remove(job)
             free.remove(slot)
             slot_of[job] = slot
@@ -226,112 +226,131 @@ def _label(job: Job, slots: Sequence[str]) -> str:
     return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
 
 
-def _child_setup(parent: int) -> Callable[[], None]:
-    def setup() -> None:
-        """In the child, before exec: lift the mask blocked around Popen, and die with the sweep."""
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
-        die_with_parent(parent)
-    return setup
+@dataclass(frozen=True)
+class Command:
+    """What each job's child runs: `nox -f <noxfile> -s sweep -- --child --select <session>`, then `args_for(job)`,
+    its own arguments as it starts (teeth's census), `args`, the sweep's for every child, and `pytest_for(job)`,
+    pytest arguments of its own (an -n cut to its share, room.py)."""
+
+    noxfile: Path
+    args: Sequence[str] = ()
+    args_for: Callable[[Job], Sequence[str]] = lambda job: ()
+    pytest_for: Callable[[Job], Sequence[str]] = lambda job: ()
+
+    def argv(self, job: Job, own: Sequence[str]) -> list[str]:
+        tail = list(self.pytest_for(job))
+        tail = [*([] if "--" in self.args else ["--"]), *tail] if tail else []
+        return [sys.executable, "-m", "nox", "-f", str(self.noxfile), "-s", "sweep", "--", "--child",
+                "--select", job.session, *own, *self.args, *tail]
 
 
-def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
-        say: Callable[[str], None] = print, poll_s: float = 0.2,
-        args_for: Callable[[Job], Sequence[str]] = lambda job: (),
-        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None,
-        ended: Callable[[Job], None] = lambda job: None) -> str | None:
+@dataclass(frozen=True)
+class Hooks:
+    """Who hears of the runs: `say` takes the lines; `events`, when given, is told of each start and end instead of
+    the lines said here (and the 30 s status lines); `ended(job)` is called as each child is seen to exit, before
+    anything else starts (a census handed over)."""
+
+    say: Callable[[str], None] = print
+    events: Events | None = None
+    ended: Callable[[Job], None] = lambda job: None
+
+
+@dataclass
+class _Slots:
+    """What `run` keeps as it goes: the jobs waiting, the free slots, the jobs running and ended, and their slots."""
+
+    slots: Sequence[str]
+    waiting: list[Job]
+    free: list[int]
+    running: list[Job] = field(default_factory=list)
+    finished: set[Job] = field(default_factory=set)
+    slot_of: dict[Job, int] = field(default_factory=dict)
+
+
+def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hooks | None = None,
+        poll_s: float = POLL_S) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
-    as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
-    starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
-    `events`, when given, is told of each start and end instead of the lines said here (and the 30 s status lines).
-    `ended(job)` is called as each child is seen to exit, before anything else starts (a census handed over).
+    as it is), each as `command`'s child, filling in their timings and exit codes; `hooks` hear of it.
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
-    waiting = list(order)
-    free = list(range(len(slots)))
-    running: list[Job] = []
-    finished: set[Job] = set()
-    slot_of: dict[Job, int] = {}
+    hooks = hooks or Hooks()
+    state = _Slots(slots, list(order), list(range(len(slots))))
     last_status = time.time()
-
-    def terminated(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
     stopped: str | None = None
-
-    saved = signal.signal(signal.SIGTERM, terminated)
+    saved = signal.signal(signal.SIGTERM, _terminated)
     try:
-        while waiting or running:
-            while free and (pick := _pick(waiting, free, finished, slot_of, {j: j.started for j in running},
-                                          time.time())) is not None:
-                job, slot = pick
-                own = list(args_for(job))
-                waiting.remove(job)
-                free.remove(slot)
-                slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
-                job.env = slot_env(job.gpu)
-                env = {**os.environ, **job.env}
-                tail = list(pytest_for(job))
-                tail = [*([] if "--" in child_args else ["--"]), *tail] if tail else []
-                job.log.parent.mkdir(parents=True, exist_ok=True)
-                signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
-                try:
-                    with job.log.open("wb") as sink:
-                        job.proc = subprocess.Popen(
-                            [sys.executable, "-m", "nox", "-f", str(noxfile), "-s", "sweep", "--", "--child",
-                             "--select", job.session, *own, *child_args, *tail],
-                            env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                            start_new_session=True,  # a terminal's Ctrl-C reaches only us; we pass it on once
-                            preexec_fn=_child_setup(os.getpid()))
-                    job.started = time.time()
-                    running.append(job)
-                finally:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # a pending signal lands here, job counted
-                if events is not None:
-                    events.job_started(job)
-                else:
-                    say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
-            if not running:
+        while state.waiting or state.running:
+            while state.free and (chosen := pick(state.waiting, state.free, state.finished, state.slot_of,
+                                                 {j: j.started for j in state.running}, time.time())) is not None:
+                _start(state, *chosen, command, hooks)
+            if not state.running:
                 break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
             time.sleep(poll_s)
-            for job in [j for j in running if j.proc is not None and j.proc.poll() is not None]:
-                assert job.proc is not None and job.slot is not None
-                job.ended, job.returncode = time.time(), job.proc.returncode
-                running.remove(job)
-                finished.add(job)
-                free.append(job.slot)
-                ended(job)
-                if events is not None:
-                    events.job_ended(job)
-                    continue
-                state = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
-                say(f"{_label(job, slots)} {job.session}: {state} after {job.ended - job.started:.1f} s")
-            if events is None and running and time.time() - last_status >= STATUS_EVERY_S:
+            _reap(state, hooks)
+            if hooks.events is None and state.running and time.time() - last_status >= STATUS_EVERY_S:
                 last_status = time.time()
-                say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
-                                            for j in running))
+                hooks.say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
+                                                  for j in state.running))
     except KeyboardInterrupt as exc:
         stopped = "SIGTERM" if str(exc) == "SIGTERM" else "SIGINT"
-        say(f"{stopped}: stopping {len(running)} running mode run(s), each stores an interrupted result;"
-            f" {len(waiting)} not started")
-        _stop(running, waiting)
+        hooks.say(f"{stopped}: stopping {len(state.running)} running mode run(s), each stores an interrupted result;"
+                  f" {len(state.waiting)} not started")
+        _stop(state.running, state.waiting)
     finally:
         signal.signal(signal.SIGTERM, saved)
-        _kill_left(running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
+        _kill_left(state.running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
     return stopped
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _start(state: _Slots, job: Job, slot: int, command: Command, hooks: Hooks) -> None:
+    """Start the job's child on the slot. Signals are held from its start until it is counted in `running`."""
+    own = list(command.args_for(job))
+    state.waiting.remove(job)
+    state.free.remove(slot)
+    state.slot_of[job], job.slot, job.gpu = slot, slot, state.slots[slot]
+    job.env = slot_env(job.gpu)
+    env = {**os.environ, **job.env}
+    argv = command.argv(job, own)
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    with children.held():  # a pending signal lands as this ends, the job counted
+        job.proc = children.spawn(argv, env, job.log)
+        job.started = time.time()
+        state.running.append(job)
+    if hooks.events is not None:
+        hooks.events.job_started(job)
+    else:
+        hooks.say(f"{_label(job, state.slots)} {job.session}: started (log {job.log})")
+
+
+def _reap(state: _Slots, hooks: Hooks) -> None:
+    """Every child seen to have exited: its end and exit code counted, its slot freed, and `hooks` told."""
+    for job in [j for j in state.running if j.proc is not None and j.proc.poll() is not None]:
+        assert job.proc is not None and job.slot is not None
+        job.ended, job.returncode = time.time(), job.proc.returncode
+        state.running.remove(job)
+        state.finished.add(job)
+        state.free.append(job.slot)
+        hooks.ended(job)
+        if hooks.events is not None:
+            hooks.events.job_ended(job)
+            continue
+        result = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
+        hooks.say(f"{_label(job, state.slots)} {job.session}: {result} after {job.ended - job.started:.1f} s")
 
 
 def _kill_left(running: list[Job]) -> None:
     """SIGKILL every child still running; each leads its own session, and its pytest dies with it."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
-    try:
+    with children.held():
         for job in running:
             if job.proc is not None and job.proc.poll() is None:
                 job.proc.kill()
                 job.proc.wait()
                 job.ended, job.returncode, job.interrupted = time.time(), job.proc.returncode, True
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
 
 
 def _stop(running: list[Job], waiting: list[Job]) -> None:
