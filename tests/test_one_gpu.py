@@ -262,7 +262,7 @@ def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path,
     first, reruns = ends[:2], {r["mode"]: r for r in ends[2:]}
     assert not overlaps(*first)  # the sweep's own runs: serial
     assert overlaps(reruns["normal"], reruns["require_cudnn"])  # the confirmation round: side by side
-    from ort_gpu_matrix.drive.scheduler import last_duration, last_peak_mib
+    from ort_gpu_matrix.drive.history import last_duration, last_peak_mib
 
     for mode in ("normal", "require_cudnn"):
         r = stored(tmp_path, mode)

@@ -113,7 +113,7 @@ def test_the_guards_see_a_copy(tmp_path):
 
 
 def test_the_one_escaper_escapes_what_reorders_or_hides_text():
-    from ort_gpu_matrix.drive.scheduler import last_lines  # noqa: F401 - the scheduler's log tail uses it too
+    from ort_gpu_matrix.drive.readback import last_lines  # noqa: F401 - a child's log tail (readback.py) uses it too
     from ort_gpu_matrix.util.escape import md, term
 
     assert term("pa\u202essed") == "pa\\u202essed"  # a bidi override would show `passed` turned round
@@ -126,7 +126,7 @@ def test_the_one_escaper_escapes_what_reorders_or_hides_text():
 
 
 def test_the_scheduler_log_tail_escapes_as_term_does(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import last_lines
+    from ort_gpu_matrix.drive.readback import last_lines
     from ort_gpu_matrix.util.escape import term
 
     text = "ok \u202eemos\u200b \u00a0\x1b[1m"

@@ -357,7 +357,7 @@ def test_a_child_that_stored_no_fresh_result_fails_its_cell_with_its_last_log_li
 
 
 def test_a_child_log_tail_is_shown_escaped(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import last_lines
+    from ort_gpu_matrix.drive.readback import last_lines
 
     log = tmp_path / "child.log"
     log.write_bytes(b"one\n\ntwo\x1b]0;pwned\x07\nthree\r\x1b[2Afour\nfive\nsix\n")
@@ -427,16 +427,16 @@ def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
 
 
 def test_teeth_prefers_the_slot_its_require_cudnn_ran_on(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import _pick
+    from ort_gpu_matrix.drive.scheduler import pick
 
     rc, teeth = _jobs({"a": {"require_cudnn": 1, "teeth": 1}}, tmp_path)
-    assert _pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
-    assert _pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
-    assert _pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
+    assert pick([teeth], [0, 1, 2], set(), {rc: 2}) is None  # require_cudnn has not ended: teeth waits
+    assert pick([teeth], [0, 1, 2], {rc}, {rc: 2}) == (teeth, 2)
+    assert pick([teeth], [0, 1], {rc}, {rc: 2}) == (teeth, 0)  # its slot is busy: any free one
 
 
 def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import last_duration
+    from ort_gpu_matrix.drive.history import last_duration
 
     runs = tmp_path / "runs" / "s-teeth"
     for run_id, data in [("20261130T100000Z-aaaaaaaa", {"duration_s": 7.5, "command": ["pytest"], "stopped": None}),
@@ -453,15 +453,15 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
     """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
     holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
     the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
-    from ort_gpu_matrix.drive.scheduler import _pick, plan, simulate
+    from ort_gpu_matrix.drive.scheduler import pick, plan, simulate
 
     normal, rc, teeth = _jobs({"a": {"normal": 10, "require_cudnn": 10, "teeth": 8}}, tmp_path)
     other, = _jobs({"b": {"normal": 10}}, tmp_path)
     cost = {j: j.predicted_s for j in (normal, rc, teeth, other)}
-    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (other, 1)  # not early: in order
+    assert pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (other, 1)  # not early: in order
     teeth.early_s, teeth.tail_s = 0.0, 3.0
-    assert _pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (teeth, 1)  # early: first
-    assert _pick([other, teeth], [1, 2], set(), {}, {}, 0.0) == (other, 1)  # its require_cudnn not started yet
+    assert pick([other, teeth], [1, 2], set(), {rc: 0}, {rc: 0.0}, 0.0) == (teeth, 1)  # early: first
+    assert pick([other, teeth], [1, 2], set(), {}, {}, 0.0) == (other, 1)  # its require_cudnn not started yet
     assert simulate([rc, normal, teeth], cost, 3, {teeth: 3.0}) == 13.0  # max(0 + 5, 10) + 3
     assert simulate([rc, normal, teeth], cost, 3) == 14.0  # no tail known: half its cost after the census
     assert simulate([rc, normal, teeth], cost, 3, {teeth: 20.0}) == 18.0  # a tail longer than its cost: the cost
@@ -475,21 +475,21 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
 def test_a_runs_cost_leaves_out_its_wait_for_a_census_and_its_tail_is_from_its_first_test(tmp_path):
     """An early teeth counts its duration from its census (run.py): the plan's cost of it is its processes' span
     less the wait (the shortest worker wait), and its tail the controller's first test to its end."""
-    from ort_gpu_matrix.drive.scheduler import _last_whole, last_duration
+    from ort_gpu_matrix.drive.history import last_duration, last_whole
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
     bundle.mkdir(parents=True)
     (bundle / "result.json").write_text(json.dumps({"duration_s": 4.0, "command": ["pytest"], "stopped": None}))
-    assert _last_whole(tmp_path, "s-teeth") == (4.0, None)  # no marks: its duration, no tail
+    assert last_whole(tmp_path, "s-teeth") == (4.0, None)  # no marks: its duration, no tail
     marks = {"controller": {"process_start": 100.0, "first_test_start": 124.0, "finished": 128.0},
              "gw0": {"keep_wait_start": 105.0, "kept": 123.5}, "gw1": {"keep_wait_start": 107.0, "kept": 123.5}}
     (bundle / "report.json").write_text(json.dumps({"timings": marks}))
-    assert _last_whole(tmp_path, "s-teeth") == (11.5, 4.0)  # 28 s of span less 16.5 s of wait
+    assert last_whole(tmp_path, "s-teeth") == (11.5, 4.0)  # 28 s of span less 16.5 s of wait
     assert last_duration(tmp_path, "s-teeth") == 11.5
     for m in ("gw0", "gw1"):
         del marks[m]["kept"], marks[m]["keep_wait_start"]
     (bundle / "report.json").write_text(json.dumps({"timings": marks}))
-    assert _last_whole(tmp_path, "s-teeth") == (4.0, 4.0)  # it waited for nothing: its duration as stored
+    assert last_whole(tmp_path, "s-teeth") == (4.0, 4.0)  # it waited for nothing: its duration as stored
 
 
 def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_nothing_waits_on(tmp_path):
@@ -538,7 +538,7 @@ def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
 
 def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path):
     """rv25: without -n the pytest process itself collects and waits, and marks it on the controller."""
-    from ort_gpu_matrix.drive.scheduler import _last_whole
+    from ort_gpu_matrix.drive.history import last_whole
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
     bundle.mkdir(parents=True)
@@ -546,7 +546,7 @@ def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path
     marks = {"controller": {"process_start": 100.0, "keep_wait_start": 106.0, "kept": 123.5,
                             "first_test_start": 124.0, "finished": 128.0}}
     (bundle / "report.json").write_text(json.dumps({"timings": marks}))
-    assert _last_whole(tmp_path, "s-teeth") == (10.5, 4.0)  # 28 s of span less 17.5 s of wait
+    assert last_whole(tmp_path, "s-teeth") == (10.5, 4.0)  # 28 s of span less 17.5 s of wait
 
 
 def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):

@@ -23,7 +23,7 @@ from ..compare.changes import Scope
 from ..compare.reruns import Reruns, confirm
 from ..config.model import Matrix
 from ..config.overrides import Workspace
-from ..drive import earlyteeth, scheduler
+from ..drive import earlyteeth, readback, scheduler
 from ..drive.cell import run_cell
 from ..drive.census import Earlier, censuses, handed_over
 from ..drive.context import CellRuns
@@ -298,10 +298,11 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
     watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
     try:
-        stopped = scheduler.run(order, slots, noxfile, child_args, say=log,
-                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
-                                pytest_for=pytest_for, events=watch,
-                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+        stopped = scheduler.run(order, slots,
+                                scheduler.Command(noxfile, child_args, pytest_for=pytest_for,
+                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log)),
+                                scheduler.Hooks(say=log, events=watch, ended=lambda job: earlyteeth.hand_over(
+                                    job, jobs, handoff, results_dir, log)))
     finally:
         if watch is not None:
             watch.close()
@@ -312,7 +313,7 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     for job in jobs:
         if job.proc is not None:
             given[job.session] = job.env
-        got = scheduler.collect(job, results_dir, stopped)
+        got = readback.collect(job, results_dir, stopped)
         if isinstance(got, Result):
             found.append(got)
         else:

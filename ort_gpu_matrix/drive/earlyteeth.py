@@ -25,7 +25,7 @@ from ..judge.outcomes import collected
 from ..plan.cells import Cell
 from ..store.results import ResultError, current_path, load
 from ..util.escape import term
-from . import scheduler
+from . import readback, scheduler
 from .handoff import Handoff
 
 FEW_SLOTS = 4  # below this, teeth start early only where every run of the plan can start at once (see mark)
@@ -51,7 +51,7 @@ def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
 def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable[[str], None]) -> Handoff | None:
     """Let the teeth that can start early do so (`early_s` 0): scoped, its require_cudnn in the plan, and a last run
     of it to collect on. The scheduler then starts it, before any other waiting run, as soon as its require_cudnn
-    runs and a slot is free (scheduler._pick). Their Handoff, else None.
+    runs and a slot is free (scheduler.pick). Their Handoff, else None.
 
     Only in the two shapes measured on the H200: every run of the plan at once (a cell's three), or at least four
     slots, where each of the first `slots // 2` such teeth starts beside its require_cudnn and the rest follow (a
@@ -75,7 +75,7 @@ def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, say: Ca
     if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
         say(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
         return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
-    return scheduler.census_args(job, results_dir, say)
+    return readback.census_args(job, results_dir, say)
 
 
 def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff | None, results_dir: Path,
@@ -85,7 +85,7 @@ def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff 
         return
     for job in jobs:
         if job.after is ended and job.proc is not None:
-            found = scheduler.fresh_result(ended, results_dir)
+            found = readback.fresh_result(ended, results_dir)
             try:
                 handoff.give(job.session, found)
             except OSError as exc:  # the teeth then waits out its bound and fails, saying so; nothing else stops

@@ -26,7 +26,7 @@ from ..host.room import Ask, Room, cores, decide, gpu_memory, workers_of
 from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
-from . import earlyteeth, scheduler
+from . import earlyteeth, history, readback, scheduler
 from .context import CellRuns
 
 
@@ -62,7 +62,7 @@ def ask_of(chosen: Sequence[tuple[Cell, Sequence[str]]], posargs: Sequence[str],
     """What the chosen mode runs ask of a GPU, from their suites, the command line and their last recorded
     peaks: the one place a room decision is assembled (a cell session, a --gpus sweep, confirmation reruns)."""
     n = cores()
-    peaks = [scheduler.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
+    peaks = [history.last_peak_mib(results_dir, c.mode_session(m)) for c, modes in chosen for m in modes]
     caps = [c.suite.slots_per_gpu for c, _ in chosen if c.suite.slots_per_gpu is not None]
     widest = max((workers_of([*c.suite.pytest_args, *posargs], n) for c, _ in chosen), default=1)
     return Ask(together, widest, peaks, wanted, min(caps, default=None))
@@ -87,18 +87,19 @@ def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     try:
-        stopped = scheduler.run(order, [gpu] * room.slots, noxfile,
-                                ["--", *posargs] if posargs else [], say=log,
-                                args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
-                                pytest_for=lambda job: room.pytest_args(own),
-                                ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+        stopped = scheduler.run(order, [gpu] * room.slots,
+                                scheduler.Command(noxfile, ["--", *posargs] if posargs else [],
+                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
+                                                  pytest_for=lambda job: room.pytest_args(own)),
+                                scheduler.Hooks(say=log, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff,
+                                                                                                results_dir, log)))
     finally:
         if handoff is not None:
             handoff.close()
     written: list[Result] = []
     problems: list[str] = []
     for job in jobs:
-        got = scheduler.collect(job, results_dir, stopped)
+        got = readback.collect(job, results_dir, stopped)
         if isinstance(got, str):
             problems.append(got)
             log(f"{job.session}: {got}")

@@ -5,9 +5,10 @@ nox's own parallelism knows nothing of GPUs, so each mode run is a child `nox -s
 not the cell: a slot that drew two 3-mode cells in a row would otherwise finish long after the
 others went idle. normal and require_cudnn of one cell may run at once on two slots; teeth waits
 for its cell's require_cudnn, whose census it reads (its parent names that run to it, see
-`census_args`), and prefers the slot that ran it. A scoped teeth marked early (earlyteeth.py) may
-start while its require_cudnn runs, ahead of any other waiting run: its processes collect, then
-wait for the census, which its parent hands over once require_cudnn's child has exited.
+`readback.census_args`), and prefers the slot that ran it. A scoped teeth marked early
+(earlyteeth.py) may start while its require_cudnn runs, ahead of any other waiting run: its
+processes collect, then wait for the census, which its parent hands over once require_cudnn's
+child has exited.
 
 A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
 all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
@@ -32,7 +33,6 @@ terminal's Ctrl-C never reaches it) running on, unsignalled.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -40,22 +40,19 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from ..config.modes import MODES, spec
 from ..host.gpus import slot_env
 from ..plan.cells import Cell
-from ..store.results import Result, ResultError, current_path, load
-from ..util.escape import term
-from ..util.orphans import die_with_parent
+from . import children
+from .history import current_run, last_whole
 
 CHILD_GRACE_S = 30.0
 STATUS_EVERY_S = 30.0
-TAIL_LINES = 5  # of a child's log, in the reason when it stored nothing
+POLL_S = 0.2  # between looks at the running children
 SEARCH_BUDGET = 400  # schedules simulated while refining the order: milliseconds for a matrix's worth of runs
-_STOP = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass(eq=False)  # identity: a job is one run of one child
@@ -89,80 +86,6 @@ class Events(Protocol):
     def job_ended(self, job: Job) -> None: ...
 
 
-def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float | None:
-    """The duration of the session's newest stored run that ran to its end (an interrupted one tells too little,
-    and one refused before pytest started tells nothing), less any wait for a census handed over: what the run
-    costs when it starts with its census there."""
-    found = _last_whole(results_dir, session, looked_at)
-    return None if found is None else found[0]
-
-
-def _last_whole(results_dir: Path, session: str, looked_at: int = 5) -> tuple[float, float | None] | None:
-    """(its cost, its tail) from the newest run that ran to its end (see last_duration). The tail: the seconds
-    from its first test to its end, what a teeth started early still runs once its census comes (None: no marks)."""
-    try:
-        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
-                         reverse=True)[:looked_at]  # run ids sort by start time
-    except OSError:
-        return None
-    for bundle in bundles:
-        try:
-            data = json.loads((bundle / "result.json").read_text())
-            if data.get("command") and not str(data.get("stopped") or "").startswith("interrupted") \
-                    and not data.get("rerun_of"):  # a confirmation rerun runs a few tests: not the run's length
-                return _cost(bundle, float(data["duration_s"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
-def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
-    """A run's cost and tail from its processes' marks (timings.py, in report.json). A teeth started early counts
-    its duration from its census (run.py), so its cost is its processes' whole span less the wait, which every
-    worker spent from its own `keep_wait_start` to the common `kept`: the shortest of those waits is the one
-    the run's end was put off by. Without marks: its duration, and no tail."""
-    try:
-        marks = json.loads((bundle / "report.json").read_text())["timings"]
-        top = marks["controller"]
-        span = float(top["finished"]) - float(top["process_start"])
-        tail = float(top["finished"]) - float(top["first_test_start"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return duration, None
-    # every process that waited: xdist's workers, or the one pytest process of a suite without -n (rv25)
-    waits = [float(m["kept"]) - float(m["keep_wait_start"]) for m in marks.values()
-             if isinstance(m, dict) and "kept" in m and "keep_wait_start" in m]
-    if not waits:
-        return duration, round(max(0.0, tail), 3)
-    return round(max(0.0, span - max(0.0, min(waits))), 3), round(max(0.0, tail), 3)
-
-
-def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | None:
-    """The peak GPU memory (MiB) of the session's newest stored run that recorded one (gpumem.py)."""
-    try:
-        bundles = sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
-                         reverse=True)[:looked_at]
-    except OSError:
-        return None
-    for bundle in bundles:
-        try:
-            data = json.loads((bundle / "result.json").read_text())
-            if data.get("rerun_of"):
-                continue  # a confirmation rerun of a few tests: its peak is not the whole run's
-            peak = data.get("gpu_memory", {}).get("peak_mib")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(peak, int) and not isinstance(peak, bool):
-            return peak
-    return None
-
-
-def _current_run(results_dir: Path, session: str) -> str | None:
-    try:
-        return str(json.loads(current_path(results_dir, session).read_text()).get("run_id"))
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -> list[Job]:
     """One job per chosen mode run, in the matrix's order, each with its last known duration and what it waits on."""
     jobs: list[Job] = []
@@ -170,9 +93,9 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
         mine: dict[str, Job] = {}
         for mode in (m for m in MODES if m in modes):
             session = cell.mode_session(mode)
-            cost, tail = _last_whole(results_dir, session) or (None, None)
+            cost, tail = last_whole(results_dir, session) or (None, None)
             job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
-                      before_run=_current_run(results_dir, session), tail_s=tail)
+                      before_run=current_run(results_dir, session), tail_s=tail)
             source = spec(mode).coverage_from
             job.after = mine.get(source.value) if source is not None else None
             mine[mode] = job
@@ -186,8 +109,8 @@ def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
     return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
 
 
-def _pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
-          slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
+def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
+         slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
     """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
     each running job started, so that a job with `early_s` may start before its predecessor ends.
 
@@ -216,8 +139,8 @@ def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
     end_of: dict[Job, float] = {}
     now = 0.0
     while waiting or running:
-        while free and (pick := _pick(waiting, free, finished, slot_of, began, now)) is not None:
-            job, slot = pick
+        while free and (chosen := pick(waiting, free, finished, slot_of, began, now)) is not None:
+            job, slot = chosen
             waiting.remove(job)
             free.remove(slot)
             slot_of[job] = slot
@@ -303,112 +226,131 @@ def _label(job: Job, slots: Sequence[str]) -> str:
     return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
 
 
-def _child_setup(parent: int) -> Callable[[], None]:
-    def setup() -> None:
-        """In the child, before exec: lift the mask blocked around Popen, and die with the sweep."""
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
-        die_with_parent(parent)
-    return setup
+@dataclass(frozen=True)
+class Command:
+    """What each job's child runs: `nox -f <noxfile> -s sweep -- --child --select <session>`, then `args_for(job)`,
+    its own arguments as it starts (teeth's census), `args`, the sweep's for every child, and `pytest_for(job)`,
+    pytest arguments of its own (an -n cut to its share, room.py)."""
+
+    noxfile: Path
+    args: Sequence[str] = ()
+    args_for: Callable[[Job], Sequence[str]] = lambda job: ()
+    pytest_for: Callable[[Job], Sequence[str]] = lambda job: ()
+
+    def argv(self, job: Job, own: Sequence[str]) -> list[str]:
+        tail = list(self.pytest_for(job))
+        tail = [*([] if "--" in self.args else ["--"]), *tail] if tail else []
+        return [sys.executable, "-m", "nox", "-f", str(self.noxfile), "-s", "sweep", "--", "--child",
+                "--select", job.session, *own, *self.args, *tail]
 
 
-def run(order: Sequence[Job], slots: Sequence[str], noxfile: Path, child_args: Sequence[str],
-        say: Callable[[str], None] = print, poll_s: float = 0.2,
-        args_for: Callable[[Job], Sequence[str]] = lambda job: (),
-        pytest_for: Callable[[Job], Sequence[str]] = lambda job: (), events: Events | None = None,
-        ended: Callable[[Job], None] = lambda job: None) -> str | None:
+@dataclass(frozen=True)
+class Hooks:
+    """Who hears of the runs: `say` takes the lines; `events`, when given, is told of each start and end instead of
+    the lines said here (and the 30 s status lines); `ended(job)` is called as each child is seen to exit, before
+    anything else starts (a census handed over)."""
+
+    say: Callable[[str], None] = print
+    events: Events | None = None
+    ended: Callable[[Job], None] = lambda job: None
+
+
+@dataclass
+class _Slots:
+    """What `run` keeps as it goes: the jobs waiting, the free slots, the jobs running and ended, and their slots."""
+
+    slots: Sequence[str]
+    waiting: list[Job]
+    free: list[int]
+    running: list[Job] = field(default_factory=list)
+    finished: set[Job] = field(default_factory=set)
+    slot_of: dict[Job, int] = field(default_factory=dict)
+
+
+def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hooks | None = None,
+        poll_s: float = POLL_S) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
-    as it is), filling in their timings and exit codes. `args_for(job)` gives a job's own child arguments as it
-    starts (teeth's census), `pytest_for(job)` pytest arguments of its own (an -n cut to its share, room.py).
-    `events`, when given, is told of each start and end instead of the lines said here (and the 30 s status lines).
-    `ended(job)` is called as each child is seen to exit, before anything else starts (a census handed over).
+    as it is), each as `command`'s child, filling in their timings and exit codes; `hooks` hear of it.
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
-    waiting = list(order)
-    free = list(range(len(slots)))
-    running: list[Job] = []
-    finished: set[Job] = set()
-    slot_of: dict[Job, int] = {}
+    hooks = hooks or Hooks()
+    state = _Slots(slots, list(order), list(range(len(slots))))
     last_status = time.time()
-
-    def terminated(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
     stopped: str | None = None
-
-    saved = signal.signal(signal.SIGTERM, terminated)
+    saved = signal.signal(signal.SIGTERM, _terminated)
     try:
-        while waiting or running:
-            while free and (pick := _pick(waiting, free, finished, slot_of, {j: j.started for j in running},
-                                          time.time())) is not None:
-                job, slot = pick
-                own = list(args_for(job))
-                waiting.remove(job)
-                free.remove(slot)
-                slot_of[job], job.slot, job.gpu = slot, slot, slots[slot]
-                job.env = slot_env(job.gpu)
-                env = {**os.environ, **job.env}
-                tail = list(pytest_for(job))
-                tail = [*([] if "--" in child_args else ["--"]), *tail] if tail else []
-                job.log.parent.mkdir(parents=True, exist_ok=True)
-                signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
-                try:
-                    with job.log.open("wb") as sink:
-                        job.proc = subprocess.Popen(
-                            [sys.executable, "-m", "nox", "-f", str(noxfile), "-s", "sweep", "--", "--child",
-                             "--select", job.session, *own, *child_args, *tail],
-                            env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                            start_new_session=True,  # a terminal's Ctrl-C reaches only us; we pass it on once
-                            preexec_fn=_child_setup(os.getpid()))
-                    job.started = time.time()
-                    running.append(job)
-                finally:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)  # a pending signal lands here, job counted
-                if events is not None:
-                    events.job_started(job)
-                else:
-                    say(f"{_label(job, slots)} {job.session}: started (log {job.log})")
-            if not running:
+        while state.waiting or state.running:
+            while state.free and (chosen := pick(state.waiting, state.free, state.finished, state.slot_of,
+                                                 {j: j.started for j in state.running}, time.time())) is not None:
+                _start(state, *chosen, command, hooks)
+            if not state.running:
                 break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
             time.sleep(poll_s)
-            for job in [j for j in running if j.proc is not None and j.proc.poll() is not None]:
-                assert job.proc is not None and job.slot is not None
-                job.ended, job.returncode = time.time(), job.proc.returncode
-                running.remove(job)
-                finished.add(job)
-                free.append(job.slot)
-                ended(job)
-                if events is not None:
-                    events.job_ended(job)
-                    continue
-                state = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
-                say(f"{_label(job, slots)} {job.session}: {state} after {job.ended - job.started:.1f} s")
-            if events is None and running and time.time() - last_status >= STATUS_EVERY_S:
+            _reap(state, hooks)
+            if hooks.events is None and state.running and time.time() - last_status >= STATUS_EVERY_S:
                 last_status = time.time()
-                say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
-                                            for j in running))
+                hooks.say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
+                                                  for j in state.running))
     except KeyboardInterrupt as exc:
         stopped = "SIGTERM" if str(exc) == "SIGTERM" else "SIGINT"
-        say(f"{stopped}: stopping {len(running)} running mode run(s), each stores an interrupted result;"
-            f" {len(waiting)} not started")
-        _stop(running, waiting)
+        hooks.say(f"{stopped}: stopping {len(state.running)} running mode run(s), each stores an interrupted result;"
+                  f" {len(state.waiting)} not started")
+        _stop(state.running, state.waiting)
     finally:
         signal.signal(signal.SIGTERM, saved)
-        _kill_left(running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
+        _kill_left(state.running)  # whatever ended the loop (an OSError, a closed pipe): no child runs on, unsignalled
     return stopped
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _start(state: _Slots, job: Job, slot: int, command: Command, hooks: Hooks) -> None:
+    """Start the job's child on the slot. Signals are held from its start until it is counted in `running`."""
+    own = list(command.args_for(job))
+    state.waiting.remove(job)
+    state.free.remove(slot)
+    state.slot_of[job], job.slot, job.gpu = slot, slot, state.slots[slot]
+    job.env = slot_env(job.gpu)
+    env = {**os.environ, **job.env}
+    argv = command.argv(job, own)
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    with children.held():  # a pending signal lands as this ends, the job counted
+        job.proc = children.spawn(argv, env, job.log)
+        job.started = time.time()
+        state.running.append(job)
+    if hooks.events is not None:
+        hooks.events.job_started(job)
+    else:
+        hooks.say(f"{_label(job, state.slots)} {job.session}: started (log {job.log})")
+
+
+def _reap(state: _Slots, hooks: Hooks) -> None:
+    """Every child seen to have exited: its end and exit code counted, its slot freed, and `hooks` told."""
+    for job in [j for j in state.running if j.proc is not None and j.proc.poll() is not None]:
+        assert job.proc is not None and job.slot is not None
+        job.ended, job.returncode = time.time(), job.proc.returncode
+        state.running.remove(job)
+        state.finished.add(job)
+        state.free.append(job.slot)
+        hooks.ended(job)
+        if hooks.events is not None:
+            hooks.events.job_ended(job)
+            continue
+        result = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
+        hooks.say(f"{_label(job, state.slots)} {job.session}: {result} after {job.ended - job.started:.1f} s")
 
 
 def _kill_left(running: list[Job]) -> None:
     """SIGKILL every child still running; each leads its own session, and its pytest dies with it."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
-    try:
+    with children.held():
         for job in running:
             if job.proc is not None and job.proc.poll() is None:
                 job.proc.kill()
                 job.proc.wait()
                 job.ended, job.returncode, job.interrupted = time.time(), job.proc.returncode, True
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
 
 
 def _stop(running: list[Job], waiting: list[Job]) -> None:
@@ -434,59 +376,6 @@ def _stop(running: list[Job], waiting: list[Job]) -> None:
             if job.proc is not None and job.proc.poll() is None:
                 job.proc.kill()
         raise
-
-
-def last_lines(log: Path, n: int = TAIL_LINES) -> str:
-    """The last `n` non-empty lines of a child's log, escaped, joined on one line."""
-    try:
-        with log.open("rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
-            text = f.read().decode(errors="replace")
-    except OSError as exc:
-        return f"(its log cannot be read: {exc.strerror or exc})"
-    lines = [ln.rstrip("\r").strip(" \t") for ln in text.split("\n")]  # a \r inside a line is shown, not obeyed
-    lines = [ln for ln in lines if ln][-n:]
-    return " | ".join(term(ln) for ln in lines) or "(its log is empty)"
-
-
-def fresh_result(job: Job, results_dir: Path) -> Result | str:
-    """The result the job's child stored in this sweep, or why there is none."""
-    path = current_path(results_dir, job.session)
-    try:
-        result = load(path)
-    except ResultError:
-        return "it stored no result"
-    started = datetime.fromtimestamp(int(job.started), UTC)
-    try:
-        stale = result.run_id == job.before_run or datetime.fromisoformat(result.started) < started
-    except ValueError:
-        stale = True
-    return f"{path} is older than this sweep (run {result.run_id})" if stale else result
-
-
-def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list[str]:
-    """For a teeth child: the require_cudnn run of this sweep whose census it reads. None fresh: no argument, and
-    teeth then runs unchecked (or, scoped, refuses to run) as it would without require_cudnn."""
-    if job.after is None:
-        return []
-    found = fresh_result(job.after, results_dir)
-    if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
-        say(f"{job.session}: starts without the census of {job.after.session}: {term(found)}")
-        return []
-    return ["--census", f"{found.session}={found.run_id}"]
-
-
-def collect(job: Job, results_dir: Path, stopped: str | None) -> Result | str:
-    """The job's fresh result, or what fails its cell: a child that stored no result of this sweep, whatever its
-    exit code, with that code and its log's last lines. A fresh result is judged by what it says (a failing
-    verdict also makes the child exit non-zero)."""
-    if job.proc is None:
-        return f"not started: the sweep was interrupted ({stopped})"
-    found = fresh_result(job, results_dir)
-    if isinstance(found, str):
-        why = f"interrupted ({stopped}) before it stored a result" if job.interrupted else found
-        return f"{job.mode}: {why}; its child exited {job.returncode} (log {job.log}): {last_lines(job.log)}"
-    return found
 
 
 def timeline(jobs: Sequence[Job]) -> list[dict[str, object]]:

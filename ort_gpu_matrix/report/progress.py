@@ -5,7 +5,7 @@ processes (`job_started`/`job_ended`, scheduler.Events) or the in-process harnes
 (`mode_started`/`mode_ended`, harness.Watch). It owns no scheduling, so a scheduler that orders or
 overlaps runs differently still feeds it the same two events.
 
-The time left is estimated from each run's last duration (scheduler.last_duration, the same figure
+The time left is estimated from each run's last duration (history.last_duration, the same figure
 the plan orders by): what the runs not yet ended are still expected to take, spread over the slots.
 A run without a recorded duration counts as the mean of those with one; with none at all the
 estimate says so rather than guess.
@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..drive.scheduler import Job, fresh_result
+from ..drive.readback import fresh_result
+from ..drive.scheduler import Job
 from ..store.results import Result
 from ..util.escape import term
 from .render.live import Display
