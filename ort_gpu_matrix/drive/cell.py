@@ -69,8 +69,8 @@ def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[s
 
 def few_workers(cell: Cell, posargs: Sequence[str], keep: Sequence[str] | None, log: Callable[[str], None]) -> list[str]:
     """A scoped run of fewer tests than its -n starts no worker that would run nothing: -n K, or no xdist for one
-    test. Every worker pays the whole start (interpreter, torch, ORT); on CPU a 1-test teeth took 18.3 s at
-    -n 2 against 11.4 s in one process (bench/one_gpu.py). Which tests run, and so every figure, is unchanged."""
+    test. Every worker pays the whole start (interpreter, torch, ORT), so an idle one only costs (bench/one_gpu.py
+    measures it). Which tests run, and so every figure, is unchanged."""
     if keep is None:
         return []
     asked = workers_of([*cell.suite.pytest_args, *posargs], cores())

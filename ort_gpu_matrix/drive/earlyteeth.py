@@ -1,17 +1,16 @@
 """When a scoped teeth starts before its require_cudnn has ended, so that its start is paid while that runs: in a
 cell session (with the pair) and in a `--gpus` sweep (beside its require_cudnn).
 
-A scoped teeth runs a third of the tests, so its start (interpreter, torch, ORT, collection) is most of it:
-6.0 of 10.8 s on the H200 (docs/evidence/one-gpu-cells-h200.md). It cannot run a test before require_cudnn's
+A scoped teeth runs a fraction of the tests, so its start (interpreter, torch, ORT, collection) is most of its
+time (docs/evidence/one-gpu-cells-h200.md has the figures). It cannot run a test before require_cudnn's
 census is stored, but it can start before: its processes collect, then wait (the probe's keepwait.py) for the
 census its parent hands over (handoff.py) the moment require_cudnn's child exits.
 
 So a cell of normal, require_cudnn and a scoped teeth counts as three runs at once where the host has room
 (room.py: the GPU's memory for three peaks, and the cores for three runs' workers, each -n cut to its share).
-Measured on the H200 first, before this: starting teeth in require_cudnn's last seconds, beside the pair's
--n 8 + 8 on 16 cores, left no core for its collection, which then ended after the census came, hiding
-nothing; and the pair at -n 4 or 5 each ran faster than at 8 + 8 (24.5 s against 27.0 s). Three runs of
--n 5 fill 15 of the 16 cores and never oversubscribe them.
+Starting teeth late instead, beside a pair that already holds every core, leaves no core for its collection,
+which then ends after the census came and hides nothing; cutting each run's -n to its share of the cores
+is what lets three start together without oversubscribing them.
 
 Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would not wait, it would compete.
 """
@@ -53,10 +52,10 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable
     of it to collect on. The scheduler then starts it, before any other waiting run, as soon as its require_cudnn
     runs and a slot is free (scheduler.pick). Their Handoff, else None.
 
-    Only in the two shapes measured on the H200: every run of the plan at once (a cell's three), or at least four
-    slots, where each of the first `slots // 2` such teeth starts beside its require_cudnn and the rest follow (a
-    two-cell sweep, 0.59x of serial). With fewer slots a waiting teeth holds the slot a normal would run in: a
-    cell on two slots would run its normal only after require_cudnn (rv25: 50 s planned against 35.8 s)."""
+    Only in the two shapes that were measured to gain (docs/evidence/one-gpu-cells-h200.md): every run of the
+    plan at once (a cell's three), or at least four slots, where each of the first `slots // 2` such teeth starts
+    beside its require_cudnn and the rest follow. With fewer slots a waiting teeth holds the slot a normal would
+    run in: a cell on two slots would run its normal only after require_cudnn, which is slower than serial."""
     can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
     if not early:

@@ -5,7 +5,7 @@ text file, a static archive or the wrong library would otherwise run green with 
 
 Two depths, for two costs. `header_problem` reads the fixed ELF header (type, machine) with struct:
 cheap enough for `nox -l`, which checks every cell. `fits` adds the soname, read with pyelftools
-(whose import alone costs ~80 ms), and runs only when a cell is about to run, and in the doctor.
+(whose import is not free), and runs only when a cell is about to run, and in the doctor.
 """
 from __future__ import annotations
 

@@ -9,9 +9,8 @@ scoped and waits for that census (earlyteeth.py). What limits the sharing:
   recorded peak is counted as a quarter of the GPU. Where nvidia-smi cannot say (a CPU host), nothing
   is shared unless asked for (`--slots-per-gpu N`): there is then no GPU to keep busy, only cores;
 - the cores (MATRIX_CORES, else the affinity): the runs' pytest workers together never exceed them. Where
-  the runs would not fit, each gets `-n` cut to its share (three runs of `-n 8` on 16 cores: `-n 5` each,
-  which the H200 ran faster than two of `-n 8`), as long as that keeps at
-  least half its workers (a run of half the workers takes at most twice as long, and overlapping two
+  the runs would not fit, each gets `-n` cut to its share (three runs of `-n 8` on 16 cores: `-n 5` each),
+  as long as that keeps at least half its workers (a run of half the workers takes at most twice as long, and overlapping two
   runs saves at most that); else the runs go one after another with their own `-n`;
 - a cap: the suite's `slots_per_gpu`, the command line's `--slots-per-gpu N` (1 keeps the serial order).
 
@@ -25,10 +24,10 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# runs per GPU chosen unasked: on the H200, three runs with -n cut to a third of the cores (5 + 5 + 5 of 16) beat
-# two of -n 8, and in a two-cell sweep four of -n 4 beat three of -n 5 (53.7 s against 59.2 s; the CPU, not the GPU,
-# is what they share: docs/evidence/one-gpu-cells-h200.md). A cell has three only with a scoped teeth started with
-# its pair (earlyteeth.py); a sweep has more. More than four is asked for (--slots-per-gpu N), not guessed.
+# runs per GPU chosen unasked: measured, more runs with -n cut to their share of the cores beat fewer with the
+# whole -n, up to four (docs/evidence/one-gpu-cells-h200.md: the CPU, not the GPU, is what they share). A cell has
+# three only with a scoped teeth started with its pair (earlyteeth.py); a sweep has more. More than four is asked
+# for (--slots-per-gpu N), not guessed.
 AUTO_MOST = 4
 MARGIN_MIB = 2048  # kept free beyond the runs' peaks: the CUDA context and allocator slack of a new process
 UNKNOWN_SHARE = 4  # a run with no recorded peak counts as 1/UNKNOWN_SHARE of the GPU's memory
