@@ -115,8 +115,8 @@ def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
     each running job started, so that a job with `early_s` may start before its predecessor ends.
 
     A job that may start early goes before any other: while it waits for its census it holds a slot but no core,
-    and the start it pays then (interpreter, imports, collection: half of a scoped teeth on the H200) would
-    otherwise be paid after the census, on the critical path."""
+    and the start it pays then (interpreter, imports, collection: much of a scoped teeth) would otherwise be
+    paid after the census, on the critical path."""
     began = began or {}
     ready = [j for j in waiting if j.after is None or j.after in finished or _early(j, began, now)]
     if not ready:
@@ -164,9 +164,9 @@ def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
     """The queue order, longest first and refined by simulation, and its predicted makespan (None: no data).
 
     A run that a teeth started early waits on (its require_cudnn) stays ahead of every run that nothing waits on.
-    The simulation gives each run a fixed cost, blind to runs slowing each other down, and on one GPU they do: on
-    the H200 the CPU was 90% busy and the GPU 3% through a sweep's overlapped runs, a lone `-n 8` run already
-    busied 75% of the cores. Blind to that, it would start a long normal first; but each require_cudnn started
+    The simulation gives each run a fixed cost, blind to runs slowing each other down, and on one GPU they do: the
+    CPU, not the GPU, is what overlapped runs share (docs/evidence/one-gpu-cells-h200.md). Blind to that, it
+    would start a long normal first; but each require_cudnn started
     lets its teeth's start be paid beside it, holding no core while it waits, and frees that teeth early."""
     known = [j.predicted_s for j in jobs if j.predicted_s is not None]
     longest = max(known, default=1.0)
