@@ -23,7 +23,8 @@ from ..compare.changes import Scope
 from ..compare.reruns import Reruns, confirm
 from ..config.model import Matrix
 from ..config.overrides import Workspace
-from ..drive import earlyteeth, readback, scheduler
+from ..drive import readback, scheduler
+from ..drive.batch import run_batch
 from ..drive.cell import run_cell
 from ..drive.census import Earlier, censuses, handed_over
 from ..drive.context import CellRuns
@@ -293,21 +294,13 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     pytest_for = how.pytest_for
     display = None if how.child else how.display
     jobs = scheduler.jobs_of(runnable, results_dir)
-    handoff = earlyteeth.mark(jobs, len(slots), results_dir, log)  # a scoped teeth may start beside its census's run
-    order, makespan = scheduler.plan(jobs, len(slots))
-    log(f"sweep: {scheduler.describe(order, makespan, len(slots))}")
     watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
     try:
-        stopped = scheduler.run(order, slots,
-                                scheduler.Command(noxfile, child_args, pytest_for=pytest_for,
-                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log)),
-                                scheduler.Hooks(say=log, events=watch, ended=lambda job: earlyteeth.hand_over(
-                                    job, jobs, handoff, results_dir, log)))
+        stopped = run_batch(jobs, slots, scheduler.Command(noxfile, child_args, pytest_for=pytest_for),
+                                  scheduler.Hooks(say=log, events=watch), results_dir, "sweep")
     finally:
         if watch is not None:
             watch.close()
-        if handoff is not None:
-            handoff.close()
     found: list[Result] = []
     failed: dict[str, list[str]] = {}
     for job in jobs:

@@ -27,6 +27,7 @@ from ..plan.cells import Cell
 from ..store.results import Result, current_path
 from ..util.escape import term
 from . import earlyteeth, history, readback, scheduler
+from .batch import run_batch
 from .context import CellRuns
 
 
@@ -80,22 +81,13 @@ def room_for(cr: CellRuns, modes: Sequence[str], wanted: int | None) -> Room:
 def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path) -> list[Result]:
     """Every mode run of the cell as a child, `room.slots` at a time; their stored results, in mode order."""
     cell, posargs, earlier, log, results_dir = cr.cell, cr.posargs, cr.earlier, cr.log, cr.workspace.results_dir
-    jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
-    handoff = earlyteeth.mark(jobs, room.slots, results_dir, log)
-    order, makespan = scheduler.plan(jobs, room.slots)
-    log(f"{cell.name}: {scheduler.describe(order, makespan, room.slots)}")
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    try:
-        stopped = scheduler.run(order, [gpu] * room.slots,
-                                scheduler.Command(noxfile, ["--", *posargs] if posargs else [],
-                                                  args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log),
-                                                  pytest_for=lambda job: room.pytest_args(own)),
-                                scheduler.Hooks(say=log, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff,
-                                                                                                results_dir, log)))
-    finally:
-        if handoff is not None:
-            handoff.close()
+    jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
+    stopped = run_batch(jobs, [gpu] * room.slots,
+                        scheduler.Command(noxfile, ["--", *posargs] if posargs else [],
+                                          pytest_for=lambda job: room.pytest_args(own)),
+                        scheduler.Hooks(say=log), results_dir, cell.name)
     written: list[Result] = []
     problems: list[str] = []
     for job in jobs:
