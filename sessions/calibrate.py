@@ -37,9 +37,9 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def calibrate(session: Any) -> None:
         """Write the expectations that accept the chosen cells' outcome today (-- [SELECT ...] [--write PATH] [--from DIR])."""
+        from ort_gpu_matrix.app.calibrate import Asked
+        from ort_gpu_matrix.app.calibrate import calibrate as engine
         from ort_gpu_matrix.calibrate.gather import CalibrateError
-        from ort_gpu_matrix.calibrate.suite import Asked
-        from ort_gpu_matrix.calibrate.suite import calibrate as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.plan.select import SelectionError
         from ort_gpu_matrix.report.render import color, live

@@ -18,6 +18,7 @@ import pytest
 from test_bad_inputs import BASE, PY, ROOT
 from unitkit import result
 
+from ort_gpu_matrix.app import calibrate as appcal
 from ort_gpu_matrix.calibrate import gather
 from ort_gpu_matrix.calibrate import suite as cal
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
@@ -61,7 +62,7 @@ class Stored:
         return path
 
     def calibrate(self, **kw) -> cal.Outcome:
-        return cal.calibrate(self.matrix, [], cal.Asked(from_dirs=[self.results], **kw))
+        return appcal.calibrate(self.matrix, [], appcal.Asked(from_dirs=[self.results], **kw))
 
 
 NORMAL = {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::f": {"outcome": "failed", "message": "AssertionError: 1\nmore"},
@@ -195,22 +196,22 @@ def test_a_file_that_does_not_load_is_never_written(tmp_path):
     s = Stored(tmp_path)
     target = tmp_path / "new" / "s.toml"
     with pytest.raises(cal.CalibrateError) as err:
-        cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = -1\n")
+        cal.write_file(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = -1\n")
     assert str(err.value).startswith("the file calibrate wrote does not load, so nothing was written:\nort-gpu-matrix: ")
     assert "min_passed" in str(err.value)
     assert list(target.parent.iterdir()) == []
-    expect = cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 4\n")
+    expect = cal.write_file(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 4\n")
     assert expect["normal"].min_passed == 4 and target.read_text() == "[expect.normal]\nmin_passed = 4\n"  # type: ignore[union-attr]
 
 
 def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tmp_path):
     s = Stored(tmp_path)
     with pytest.raises(cal.CalibrateError) as err:
-        cal.calibrate(s.matrix, [], cal.Asked(rounds=1))
+        appcal.calibrate(s.matrix, [], appcal.Asked(rounds=1))
     assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
                               "--runs 2 or more (default 2); nothing was run")
-    assert cal._relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
-    assert cal._relative(s.matrix.workspace, Path("/elsewhere/b.toml")) == "/elsewhere/b.toml"
+    assert cal.relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
+    assert cal.relative(s.matrix.workspace, Path("/elsewhere/b.toml")) == "/elsewhere/b.toml"
 
 
 def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(tmp_path):
@@ -275,7 +276,7 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
                         {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "failed", "message": "E: 1"}}])
     monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
-    out = cal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
+    out = appcal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
     python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1", f"{CELL}-normal: {python} -m pytest",
@@ -353,7 +354,7 @@ def test_two_suites_cannot_share_one_write_target_and_parents_are_made(tmp_path)
         cal.targets(s.matrix.workspace, {"s": suite, "b": suite}, tmp_path / "x.toml", False)
     assert str(err.value).startswith("--write names one file, but the cells chosen run 2 suites (b, s)")
     deep = tmp_path / "new" / "deeper" / "s.toml"
-    cal._write(s.matrix.workspace, suite, deep, "[expect.normal]\nmin_passed = 2\n")
+    cal.write_file(s.matrix.workspace, suite, deep, "[expect.normal]\nmin_passed = 2\n")
     assert deep.read_text() == "[expect.normal]\nmin_passed = 2\n"
 
 
@@ -376,14 +377,14 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
     s = Stored(tmp_path, text)
     s.store("normal", NORMAL, cell="gpu-3.99-x")
     (tmp_path / "mine.toml").write_text("# someone's\n")
-    out = cal.calibrate(s.matrix, ["gpu-3.99-x"], cal.Asked(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
+    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.Asked(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
     assert out.written == {"s": tmp_path / "mine.toml"}
     assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
                             "is set in one file only)")
     assert "min_passed" not in (tmp_path / "mine.toml").read_text()
     monkeypatch.setattr(gather, "run_cell", lambda *a, **k: [])
     with pytest.raises(cal.CalibrateError) as err:
-        cal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
+        appcal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
     assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
                               "are above)")
 
@@ -429,7 +430,7 @@ def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_a
     screen = io.StringIO()
     logged: list[str] = []
     echoed: list[str] = []
-    out = cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append, display=Display(screen))
+    out = appcal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append, display=Display(screen))
     assert _took(screen.getvalue().splitlines()) == [
         f"start  {CELL}-normal  (1 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [1/4]",
         f"start  {CELL}-teeth  (2 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [2/4]",
@@ -447,7 +448,7 @@ def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing
     monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
     echoed: list[str] = []
-    cal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
+    appcal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
     python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal, teeth), run 1 of 2", f"ran {CELL} 1",
                       f"calibrate: {CELL} (normal, teeth), run 2 of 2", f"ran {CELL} 2"]
@@ -465,7 +466,7 @@ def test_what_calibrate_says_while_it_runs_reaches_its_output(tmp_path, monkeypa
     s = Stored(tmp_path, text)
     (tmp_path / "e" / "s.toml").unlink()  # not written yet: the runs are judged by the matrix's tables
     monkeypatch.setattr(gather, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
-    out = cal.calibrate(s.matrix, [], log=print, echo=print)
+    out = appcal.calibrate(s.matrix, [], log=print, echo=print)
     assert out.lines[:2] == [
         f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone",
         f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)"]
@@ -482,11 +483,11 @@ def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
     monkeypatch.setattr(gather, "run_cell", runner)
     with pytest.raises(cal.CalibrateError) as err:
-        cal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
+        appcal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
     assert re.fullmatch(r"gpu-3\.99-x cannot run on this host: pairing\.include\[0\]\.python: no python 3\.99 for "
                         r"gpu-3\.99-x: [^;]*; ort\.w\.wheel: \S+/nowhere\.whl does not exist", str(err.value))
     assert runner.calls == []  # nothing ran
-    out = cal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
+    out = appcal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
     assert out.lines[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: ")
     assert [c[0] for c in runner.calls] == [CELL, CELL] and out.written == {"s": tmp_path / "expect" / "s.toml"}
 
@@ -527,7 +528,7 @@ def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_j
     seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
     s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
     s.store("normal", {"t::ok": {"outcome": "passed"}})
-    out = cal.calibrate(s.matrix, [CELL], cal.Asked(from_dirs=[s.results]))
+    out = appcal.calibrate(s.matrix, [CELL], appcal.Asked(from_dirs=[s.results]))
     assert out.lines == [
         f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
         f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "
@@ -571,7 +572,7 @@ def test_the_file_is_made_beside_its_target_whatever_the_system_temp_dir(tmp_pat
     s = Stored(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # $TMPDIR elsewhere, or gone: never used
     target = tmp_path / "e" / "s.toml"
-    cal._write(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
+    cal.write_file(s.matrix.workspace, s.matrix.suites["s"], target, "[expect.normal]\nmin_passed = 3\n")
     assert target.read_text() == "[expect.normal]\nmin_passed = 3\n" and [p.name for p in target.parent.iterdir()] == ["s.toml"]
 
 

@@ -312,7 +312,7 @@ def test_what_a_matrix_key_misses_is_listed_whole():
 def test_the_header_names_every_cell_seen():
     runs = [seen("c2", "normal", [], ort="1.31.0", started="2026-11-30T01"), seen("c1", "normal", []),
             seen("c1", "teeth", [])]
-    assert cal._header(runs[0].cell.suite, runs, "e/s.toml") == [
+    assert cal.header(runs[0].cell.suite, runs, "e/s.toml") == [
         "Expectations of [suite.s] that accept the outcome below, written by `nox -s calibrate`.",
         "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
         "Seen in: c1 (onnxruntime 1.32.0, 2026-12-01); c2 (onnxruntime 1.31.0, 2026-11-30)",
@@ -353,4 +353,4 @@ def test_a_canary_failure_in_a_normal_table_is_refused_and_said():
 
 
 def test_a_summary_of_an_empty_table_says_nothing():
-    assert cal._summary(ModeTable("teeth")) == "teeth: nothing"
+    assert cal.summary(ModeTable("teeth")) == "teeth: nothing"

@@ -29,24 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import expectfile
 from ..config.expectfile import Count, ModeTable, Skip, literal_regex
-from ..config.loader import read_toml, suite_expect
-from ..config.model import DispatchExpect, Matrix, Observation, Rule, Suite, expect_path
-from ..config.modes import MODES
+from ..config.loader import suite_expect
+from ..config.model import DispatchExpect, Observation, Rule, Suite, expect_path
 from ..config.overrides import Workspace
 from ..judge.pollution import lines as pollution_lines
 from ..judge.verdicts import expectation_reasons, outcome_judge
-from ..plan.cells import cells_of
-from ..plan.select import select
-from ..report.render.live import Display
 from ..util.errors import MatrixError
 from ..util.escape import term
 from ..util.fs import write_atomic
 from . import flaky as calibrate_flaky
 from .eps import Run as EpRun
 from .eps import cuda_rules, fallbacks_seen
-from .gather import RUNS, CalibrateError, Voices, read, run
+from .gather import CalibrateError
 from .seen import (
     Item,
     Seen,
@@ -243,12 +238,12 @@ def targets(workspace: Workspace, suites: dict[str, Suite], write: Path | None, 
     return out
 
 
-def _relative(workspace: Workspace, path: Path) -> str:
+def relative(workspace: Workspace, path: Path) -> str:
     rel = os.path.relpath(path, workspace.base)
     return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
-def _header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
+def header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
     seen = sorted({(s.cell.name, s.observation.ort, s.observation.date) for s in runs})
     return [f"Expectations of [suite.{suite.id}] that accept the outcome below, written by `nox -s calibrate`.",
             "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
@@ -256,7 +251,7 @@ def _header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
             f'Loaded with expect_file = "{rel}" on [suite.{suite.id}]; a key set here may not be set there too.']
 
 
-def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, DispatchExpect], say: Say) -> None:
+def still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, DispatchExpect], say: Say) -> None:
     """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
     for s in runs:
         judge = outcome_judge(s.mode)
@@ -268,7 +263,7 @@ def _still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, Dispat
             say(f"still failing after calibration: {s.result.session}: {reason}")
 
 
-def _write(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
+def write_file(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
     """The file checked by the loader (beside its target, under a temp name), then renamed into place."""
     loaded: dict[str, DispatchExpect] = {}
 
@@ -282,66 +277,7 @@ def _write(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[st
     return loaded
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What a calibrate run was asked: `write` (--write, else each suite's own file), `from_dirs` (--from: read
-    results instead of running), `force` (replace a file that is not the suite's), `keep_stale`, `rounds` (--runs)."""
-
-    write: Path | None = None
-    from_dirs: Sequence[Path] = ()
-    force: bool = False
-    keep_stale: bool = False
-    rounds: int = RUNS
-
-
-def calibrate(matrix: Matrix, selectors: Sequence[str], asked: Asked = Asked(), log: Say = print, echo: Say = print,
-              display: Display | None = None) -> Outcome:
-    """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
-    write, from_dirs, force, keep_stale, rounds = asked.write, asked.from_dirs, asked.force, asked.keep_stale, asked.rounds
-    out = Outcome()
-    say = out.lines.append
-    cells = cells_of(matrix)
-    chosen = [c for c, _ in select(cells, selectors)]
-    suites = {c.suite.id: c.suite for c in chosen}
-    paths = targets(matrix.workspace, suites, write, force)
-    if rounds < 2 and not from_dirs:
-        raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
-                             f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix.workspace, chosen, bool(selectors), rounds,
-                                                             Voices(say, log, echo), display)
-    if not seen:
-        raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
-                             + ("" if from_dirs else " (the reasons are above)"))
-    _pollution(seen, say)
-    raw = read_toml(matrix.path).get("suite", {})
-    for sid, suite in suites.items():
-        runs = [s for s in seen if s.cell.suite.id == sid]
-        if not runs:
-            say(f"not written: [suite.{sid}]: none of its cells left a result to calibrate from")
-            continue
-        own = expect_path(matrix.base, suite)
-        old_raw = read_toml(own).get("expect", {}) if own is not None and own.is_file() else {}
-        inline_raw = raw.get(sid, {}).get("expect", {})
-        modes = [m for m in MODES if any(s.mode == m for s in runs)]
-        cal = SuiteCalibration(
-            suite, runs,
-            inline={m: set(inline_raw.get(m, {})) for m in modes},
-            old_keys={m: set(old_raw.get(m, {})) for m in modes},
-            all_cells={m: {c.name for c in cells if c.suite.id == sid and m in c.modes} for m in modes},
-            keep_stale=keep_stale, say=say)
-        tables = [cal.table(m) for m in modes]
-        path = paths[sid]
-        rel = _relative(matrix.workspace, path)
-        expect = _write(matrix.workspace, suite, path, expectfile.render(_header(suite, runs, rel), tables))
-        out.written[sid] = path
-        say(f"wrote {path}: " + "; ".join(_summary(t) for t in tables))
-        _still_failing(sid, runs, expect, say)
-        if own != path:
-            say(f'to use it, set expect_file = "{rel}" in [suite.{sid}] of {matrix.path}')
-    return out
-
-
-def _pollution(seen: Sequence[Seen], say: Say) -> None:
+def pollution_said(seen: Sequence[Seen], say: Say) -> None:
     """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
     the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
     for s in seen:
@@ -349,7 +285,7 @@ def _pollution(seen: Sequence[Seen], say: Say) -> None:
             say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(line)}")
 
 
-def _summary(t: ModeTable) -> str:
+def summary(t: ModeTable) -> str:
     parts = [f"{c.key} {c.value}" for c in t.counts]
     if t.skips:
         parts.append(f"{len(t.skips)} allowed skip(s)")
