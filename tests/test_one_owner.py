@@ -70,7 +70,7 @@ def canary_compares(sources: dict[str, ast.Module]) -> list[str]:
 
 def test_failing_judged_and_teardown_are_defined_once():
     sources = _sources()
-    for name in ("FAILING", "JUDGED", "TEARDOWN"):
+    for name in ("FAILING", "JUDGED", "TEARDOWN", "GONE"):
         assert where_assigned(name, sources) == [OWNER], name
     assert where_literal(("failed", "error"), sources) == [OWNER]
     assert where_literal("::teardown", sources) == [OWNER]

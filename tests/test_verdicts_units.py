@@ -13,8 +13,8 @@ from ort_gpu_matrix.judge import tiers as tierrules
 from ort_gpu_matrix.judge.counts import Counts, Dispatch, census, collected_of, count
 from ort_gpu_matrix.judge.counts import TestResult as T
 from ort_gpu_matrix.judge.libraries import library_audit
-from ort_gpu_matrix.judge.outcomes import first_line
-from ort_gpu_matrix.judge.stale import GONE, StaleRule
+from ort_gpu_matrix.judge.outcomes import GONE, first_line
+from ort_gpu_matrix.judge.stale import StaleRule
 from ort_gpu_matrix.judge.verdicts import (
     NOTHING_TO_COVER,
     TeethCoverage,

@@ -29,11 +29,10 @@ from ort_matrix_probe.schema import EpUse
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
-from .outcomes import JUDGED, listing
+from .outcomes import GONE, JUDGED, listing
 from .tiers import function_of
 
 CUDA_EP = "CUDAExecutionProvider"
-GONE = "it matched no test that ran (gone, renamed or deselected)"
 KIND_TEXT = {
     "not_in_build": "the wheel has no CUDA EP",
     "not_loaded": "ORT's C++ layer skipped the CUDA EP and served the CPU, nothing raised",

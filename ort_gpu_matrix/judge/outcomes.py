@@ -13,6 +13,7 @@ FAILING = ("failed", "error")
 JUDGED = ("passed", "xpassed")  # a pass, as every tier and EP rule reads one
 TEARDOWN = "::teardown"  # the id a teardown error gets, beside its test's own outcome
 LISTED = 8  # how many items a reason names before it says "and N more"
+GONE = "it matched no test that ran (gone, renamed or deselected)"  # a stale rule's reason
 
 
 def teardown_of(nodeid: str) -> str:

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 from ..config.model import Rule
 from .counts import TestResult
-from .outcomes import listing
-
-GONE = "it matched no test that ran (gone, renamed or deselected)"
+from .outcomes import GONE, listing
 
 
 @dataclass(frozen=True)

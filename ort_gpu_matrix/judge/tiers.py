@@ -27,9 +27,8 @@ from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
 from .flaky import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
-from .outcomes import JUDGED, listing
+from .outcomes import GONE, JUDGED, listing
 
-GONE = "it matched no test that ran (gone, renamed or deselected)"
 # unittest `parameterized.expand` names its cases <function>_<index>[_<params>] (test_gqa_past_flash_0_b2_s1)
 _EXPAND = re.compile(r"(.+?)_[0-9]+(?:_.*)?")
 _CASES = r"(?:_[0-9]+(?:_.*)?)?(?:\[.*\])?$"  # what a function's node id may carry after its name

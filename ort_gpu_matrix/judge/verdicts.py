@@ -29,9 +29,9 @@ from . import tiers as tierrules
 from .counts import Counts, Dispatch, TestResult, census, collected_of, count
 from .flaky import judged
 from .libraries import Libraries, library_audit
-from .outcomes import FAILING, bites, first_line, listing, teardown_of
+from .outcomes import FAILING, GONE, bites, first_line, listing, teardown_of
 from .pollution import warnings as pollution_warnings
-from .stale import GONE, StaleRule, stale_failures, stale_in
+from .stale import StaleRule, stale_failures, stale_in
 from .witnesses import Evidence, cross_checks
 
 NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
