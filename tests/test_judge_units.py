@@ -172,3 +172,53 @@ def test_without_a_collected_count_the_reports_tests_are_counted():
     rep = {"tests": PASSING, "exitstatus": 0, "audits": []}
     v = judge(ev(rep, junit=JunitCounts(0, 0, 0)), Standard(judge_counts, PassExpect(), (), '/venv'))
     assert v.counts.collected == 2 and v.counts.passed == 2
+
+
+# The EP census lines of the verdict (issue 32), in-process: what mutmut's run reaches (tests/test_eptruth.py
+# proves the same through real runs, which mutmut's in-process tests do not).
+CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
+SERVED = {"session": 1, "asked": [CUDA, CPU], "served": [CUDA, CPU], "runs": {CUDA: 2}}
+RETRIED = {"session": 2, "asked": [CUDA, CPU], "served": [CPU], "runs": {CPU: 1}, "fallback": "retried",
+           "reason": "CUDA failure 100: no CUDA-capable device is detected"}
+
+
+def test_the_census_of_each_test_is_read_with_its_outcome_and_a_crash_keeps_its_own():
+    from ort_gpu_matrix.judge.verdicts import tests_of
+
+    got = tests_of({"tests": {"t::a": {"outcome": "passed", "ep": [SERVED]},  # type: ignore[typeddict-item]
+                              "t::b": {"ep": [RETRIED]},
+                              "t::c": {"outcome": "passed", "teardown_error": "td", "ep": [SERVED]}}})
+    assert [(t.nodeid, t.outcome, t.ep) for t in got] == [
+        ("t::a", "passed", (SERVED,)), ("t::b", "error", (RETRIED,)), ("t::c", "passed", (SERVED,)),
+        ("t::c::teardown", "error", ())]  # the teardown's own entry carries no census: its test's does
+
+
+def test_a_census_counts_as_taken_from_report_version_3_on():
+    tests = {"t::a": {"outcome": "passed", "ep": [SERVED]}}
+    std = Standard(judge_counts, PassExpect(), (), "/venv")
+    assert judge(ev(report(tests, report_version=3)), std).ep.taken is True
+    assert judge(ev(report(tests, report_version=4)), std).ep.taken is True
+    assert judge(ev(report(tests, report_version=2)), std).ep.taken is False  # before the census existed
+    assert judge(ev(report(tests)), std).ep.taken is False  # no version at all
+    assert judge(ev(None, exit_code=None, stopped="x"), std).ep.taken is False
+    v = judge(ev(report(tests, report_version=3)), std)
+    assert v.ep.tests["t::a"].runs == {CUDA: 2} and v.ep.cuda_runs == 2
+
+
+def test_a_fallback_no_rule_allows_fails_and_a_stale_ep_rule_names_its_cells_and_tests():
+    from ort_gpu_matrix.config.model import CudaRunsRule, FallbackRule
+
+    tests = {"t::a": {"outcome": "passed", "ep": [SERVED]}, "t::b": {"outcome": "passed", "ep": [RETRIED]}}
+    seen = (Observation("c1", "1.31.1", "2026-12-01"), Observation("c2", "1.31.1", "2026-12-01"))
+    expect = PassExpect(allowed_fallbacks=(FallbackRule("t::a", "no CUDA-capable", "a's", seen),),
+                        cuda_runs=(CudaRunsRule("t::zz", 1, "zz's", seen),))
+    v = judge(ev(report(tests, report_version=3)), Standard(judge_counts, expect, (), "/venv", "c1"))
+    assert v.reasons == ["1 test(s) asked for the CUDA EP and were served by another (no allowed_fallbacks rule "
+                         "matches): t::b asked for CUDAExecutionProvider, CPUExecutionProvider, served by "
+                         "CPUExecutionProvider (ORT's Python wrapper caught the EP error and retried on the CPU: "
+                         "CUDA failure 100: no CUDA-capable device is detected)"]
+    assert v.stale_rules == [
+        StaleRule("allowed_fallbacks", "t::a", "a's", "no test it matches fell back", ("c1", "c2"), "t::a"),
+        StaleRule("cuda_runs", "t::zz", "zz's", "it matched no test that ran (gone, renamed or deselected)",
+                  ("c1", "c2"), "")]
+    assert [f.nodeid for f in v.ep.unallowed()] == ["t::b"]
