@@ -4,12 +4,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# A shell without job control starts a background command (`pytest ... &`, a CI step's `&`) with SIGINT
+# ignored, and an ignored signal stays ignored across exec: every nox the tests start would then shrug off the
+# Ctrl-C the interrupt tests send it, and those tests would time out. The tests send it on purpose, so they give
+# their children the default back (a handler of ours is reset to the default at exec; SIG_IGN is not).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]  # suites the harness runs, never collected here
