@@ -19,6 +19,12 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# A machine may forbid bytecode (PYTHONDONTWRITEBYTECODE=1, as this project's CI machines do): every nox the
+# tests start would then compile the engine from source again. The tests let it be cached (in the checkout's
+# git-ignored __pycache__ dirs); the test processes the engine starts keep theirs in their venv either way.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]  # suites the harness runs, never collected here
 

@@ -217,3 +217,23 @@ def test_uv_installs_copies_so_damage_in_a_venv_never_reaches_the_cache(harness,
     assert "--link-mode=copy" in run.output, run.output[-2000:]
     init = harness.venvs / VENV / "lib" / f"python{PY}" / "site-packages" / "onnxruntime" / "__init__.py"
     assert init.stat().st_nlink == 1
+
+
+def test_a_run_keeps_its_bytecode_in_the_venv_and_leaves_none_beside_the_sources(harness, tmp_path):
+    """Bytecode is cached (a test process that compiles pytest, numpy and ORT from source every time starts
+    slowly) but never written beside the sources: an ORT checkout stays as it was. The caller's
+    PYTHONDONTWRITEBYTECODE=1 (this project's CI machines set it) changes neither."""
+    import shutil
+
+    root = tmp_path / "suite"
+    shutil.copytree(SUITES / "verdicts", root)
+    shutil.copy(SUITES / "tinyort.py", tmp_path / "tinyort.py")
+    harness.write(["test_allpass.py"], root=root)
+    run = harness.nox("-s", CELL, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.result("normal")["verdict"] == "pass", run.output[-2000:]
+    assert not list(tmp_path.rglob("__pycache__")) and not list(tmp_path.rglob("*.pyc"))
+    cache = harness.venvs / VENV / ".pycache"
+    mirror = cache / str(root).lstrip("/")
+    assert list(mirror.glob("test_allpass.cpython-*-pytest-*.pyc")), sorted(p.name for p in cache.rglob("*.pyc"))[:20]
+    site = cache / str(harness.venvs / VENV).lstrip("/") / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "_pytest" / f"main.cpython-{PY.replace('.', '')}.pyc").is_file()

@@ -17,6 +17,8 @@ RESERVED_FIX = {
     "VIRTUAL_ENV": "it is the pairing's venv",
     "PYTHONSAFEPATH": "every run sets it, so the cwd never shadows the wheel",
     "PYTHONNOUSERSITE": "every run sets it",
+    "PYTHONPYCACHEPREFIX": "every run keeps its bytecode in the venv, never beside the sources",
+    "PYTHONDONTWRITEBYTECODE": "every run keeps its bytecode in the venv (PYTHONPYCACHEPREFIX), never beside the sources",
     "PYTEST_ADDOPTS": "use the suite's pytest_args",
     "PYTEST_PLUGINS": "use the suite's plugins",
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "autoload is off; name plugins in the suite's plugins",

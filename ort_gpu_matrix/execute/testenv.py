@@ -19,7 +19,13 @@ from ..host.host import Resolved
 
 # Dropped from the caller's environment: each would change what the test process imports or loads.
 SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-            "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "ORT_TEST_REQUIRE_CUDNN_SDPA")
+            "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "ORT_TEST_REQUIRE_CUDNN_SDPA",
+            "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+# Where a run's Python keeps its bytecode: a tree of its own inside the venv, never a __pycache__ beside the
+# sources, so a run leaves nothing in an ORT checkout or a suite dir. Forbidding bytecode instead (as the
+# harness once did) made every test process compile pytest, numpy, ORT's Python and the suite from source
+# before any test ran. The cache lives and dies with its venv.
+PYCACHE = ".pycache"
 
 
 def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: Mapping[str, str],
@@ -44,7 +50,7 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "VIRTUAL_ENV": str(venv),
         "PYTHONSAFEPATH": "1",
         "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": str(venv / PYCACHE),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         **channels,
     })
