@@ -1,6 +1,7 @@
 """One venv per pairing: shared by the modes, reused while the fingerprint holds, rebuilt whole."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -223,8 +224,6 @@ def test_a_run_keeps_its_bytecode_in_the_venv_and_leaves_none_beside_the_sources
     """Bytecode is cached (a test process that compiles pytest, numpy and ORT from source every time starts
     slowly) but never written beside the sources: an ORT checkout stays as it was. The caller's
     PYTHONDONTWRITEBYTECODE=1 (this project's CI machines set it) changes neither."""
-    import shutil
-
     root = tmp_path / "suite"
     shutil.copytree(SUITES / "verdicts", root)
     shutil.copy(SUITES / "tinyort.py", tmp_path / "tinyort.py")
