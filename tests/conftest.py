@@ -118,10 +118,23 @@ def _mutmut_stats_stay_in_process(monkeypatch):
         monkeypatch.delenv("MUTANT_UNDER_TEST")
 
 
+def run_dir(tmp_path_factory, name: str) -> Path:
+    """A dir shared by every xdist worker of this test run (each worker's basetemp is one level below the run's),
+    or this session's own when there are no workers. Never a fixed path: the run's basetemp is pytest's 0700 one."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.getbasetemp().parent / name
+        d.mkdir(mode=0o700, exist_ok=True)
+        return d
+    return tmp_path_factory.mktemp(name, numbered=False)
+
+
 @pytest.fixture(scope="session")
 def venvs(tmp_path_factory) -> Path:
-    """Built venvs, shared by every test of this session: the first run builds, the rest reuse."""
-    return tmp_path_factory.mktemp("venvs")
+    """Built venvs, shared by every test of this run and by its xdist workers: the first run builds, the rest
+    reuse. The engine's own locks let two workers' runs share them (a build under the exclusive lock, runs under
+    the shared one); a test that needs a venv of another fingerprint builds it in its own dir ("own-venvs"), so the
+    shared one is never rebuilt under another worker's test."""
+    return run_dir(tmp_path_factory, "venvs")
 
 
 @pytest.fixture(scope="session")
@@ -131,6 +144,52 @@ def wheelhouse(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
                     ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
     return d
+
+
+def _fingerprints(venvs: Path) -> dict[str, dict]:
+    out = {}
+    for f in venvs.glob("*/ort-matrix-fingerprint.json"):
+        try:
+            out[f.parent.name] = json.loads(f.read_text())
+        except (OSError, ValueError):
+            pass  # being rebuilt right now, under the engine's lock
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _the_shared_venvs_keep_their_fingerprints(request):
+    """The shared venvs serve both xdist workers at once: a test that rebuilt one with another fingerprint would make
+    the other worker's tests rebuild it back, or see a venv they did not ask for. Every fingerprint a shared venv
+    held is recorded for the whole run (under .fingerprints-seen/), and a second one fails the test that finds it,
+    naming the fields that changed: that test, or one before it, needs its own venvs dir."""
+    if "venvs" not in request.fixturenames:
+        yield
+        return
+    from ort_gpu_matrix.envs.venvs import changed_fields
+
+    shared = request.getfixturevalue("venvs")
+    seen = shared / ".fingerprints-seen"
+    seen.mkdir(exist_ok=True)
+    before = _fingerprints(shared)
+    yield
+    problems = []
+    for name, fp in [*sorted(before.items()), *sorted(_fingerprints(shared).items())]:
+        record = seen / f"{name}.json"
+        try:
+            with open(record, "x") as f:  # the first fingerprint seen in this run wins
+                json.dump(fp, f)
+            continue
+        except FileExistsError:
+            pass
+        try:
+            first = json.loads(record.read_text())
+        except ValueError:
+            continue  # the other worker is writing it this instant
+        if first != fp:
+            problems.append(f"{name} (changed: {', '.join(changed_fields(first, fp))})")
+    assert not problems, (f"the shared venv(s) {'; '.join(problems)} held another fingerprint earlier in this run: "
+                          f"this test or one before it rebuilt it; a test that needs another fingerprint builds in its "
+                          f"own dir (harness.venvs = tmp_path / 'own-venvs')")
 
 
 @pytest.fixture

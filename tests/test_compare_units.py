@@ -358,3 +358,14 @@ def test_a_test_the_cuda_ep_no_longer_serves_is_an_ep_regression_only_where_both
     assert cmp_of(dataclasses.replace(before, ep_census=False), after)["improvements"] == []
     assert Line.decode("passed MATH ep=CUDA,CPU reruns=1") == Line("passed", ("MATH",), 1, ("CUDA", "CPU"))
     assert ModeRecord.from_dict(after.to_dict()).ep_census is True
+
+
+def test_a_grouped_test_is_everywhere_only_when_it_changed_in_every_place_of_its_group():
+    from ort_gpu_matrix.compare.grouping import group
+    rows = [Change("tier", "c1", "normal", "t::a", "CUDNN_FLASH_ATTENTION", "MATH"),
+            Change("tier", "c2", "normal", "t::a", "CUDNN_FLASH_ATTENTION", "MATH"),
+            Change("tier", "c2", "normal", "t::b", "CUDNN_FLASH_ATTENTION", "MATH")]
+    (g,) = group(rows)
+    assert (g.everywhere("t::a"), g.everywhere("t::b")) == (True, False)
+    (one,) = group(rows[2:3])
+    assert one.everywhere("t::b")
