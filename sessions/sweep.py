@@ -14,7 +14,6 @@ from typing import Any
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.overrides import Overrides
-from ort_gpu_matrix.report.model import GATES
 from ort_gpu_matrix.util.errors import MatrixError
 
 
@@ -26,6 +25,8 @@ def _count(text: str) -> int:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
+    from ort_gpu_matrix.report.model import GATES  # here, not at the top: every nox run would import the report
+
     p = argparse.ArgumentParser(prog=f"nox -s {prog} --", exit_on_error=False)
     p.add_argument("--baseline", help="compare with baselines/NAME.json (or a .json file)")
     p.add_argument("--out", type=Path, help="where report.md and report.html go (default: the results dir)")

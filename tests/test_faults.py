@@ -200,6 +200,7 @@ def _hang_in_worker(h: Harness) -> dict:
 
 
 def _stale_build_dir(h: Harness) -> dict:
+    h.venvs = h.tmp / "own-venvs"  # the shared dir serves the other worker too, whose runs would remove it first
     leftover = h.venvs / f".{VENV}.build.abc123"
     (leftover / "bin").mkdir(parents=True)
     h.leftover = leftover

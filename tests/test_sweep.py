@@ -46,14 +46,14 @@ class Sweeper:
         self.baselines = root / "baselines"
 
     def sweep(self, name: str, *args: str, suite_extra: str = "", c914: str | None = None,
-              env_extra: dict | None = None) -> tuple[int, str, dict]:
+              env_extra: dict | None = None, venvs: Path | None = None) -> tuple[int, str, dict]:
         work = self.root / name
         work.mkdir()
         matrix = work / "matrix.toml"
         matrix.write_text(MATRIX.format(py=PY, root=SUITES / "sweep", c914=c914 or self.libs["v914"],
                                         c919=self.libs["v919"], suite_extra=suite_extra))
         env = {**os.environ, "MATRIX_TOML": str(matrix), "MATRIX_RESULTS": str(work / "results"),
-               "MATRIX_VENVS": str(self.venvs), "MATRIX_BASELINES": str(self.baselines)}
+               "MATRIX_VENVS": str(venvs or self.venvs), "MATRIX_BASELINES": str(self.baselines)}
         env.pop("GITHUB_STEP_SUMMARY", None)  # a CI runner's own summary file is not ours to write to
         env.update(env_extra or {})
         proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--", *args],
@@ -79,7 +79,8 @@ INJECTIONS = {
     "teeth": dict(suite_extra='env = { SWEEP_TOOTHLESS = "1" }'),
     "count": dict(suite_extra='pytest_args = ["-k", "not test_sometimes_gone"]'),
     "library": dict(c914="v919"),
-    "flaky": dict(suite_extra='env = { SWEEP_FLAKY = "{marker}" }', args=("--rerun-failures", "1")),
+    # --rerun-failures installs pytest-rerunfailures: another fingerprint, so a venv of its own (conftest's guard)
+    "flaky": dict(suite_extra='env = { SWEEP_FLAKY = "{marker}" }', args=("--rerun-failures", "1"), own_venvs=True),
 }
 
 
@@ -91,6 +92,8 @@ def test_each_regression_kind_is_detected_and_named(sweeper, kind, tmp_path):
         spec["suite_extra"] = spec["suite_extra"].replace("{marker}", str(tmp_path / "flaky-marker"))
     if "c914" in spec:
         spec["c914"] = str(sweeper.libs[spec["c914"]])
+    if spec.pop("own_venvs", False):
+        spec["venvs"] = tmp_path / "own-venvs"
     code, out, data = sweeper.sweep(f"inject-{kind}", *args, **spec)
     kinds = {r["kind"] for r in data["regressions"]}
     assert kind in kinds, (kinds, out[-3000:])
