@@ -7,10 +7,12 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 # A shell without job control starts a background command (`pytest ... &`, a CI step's `&`) with SIGINT
 # ignored, and an ignored signal stays ignored across exec: every nox the tests start would then shrug off the
@@ -128,6 +130,27 @@ def run_dir(tmp_path_factory, name: str) -> Path:
     return tmp_path_factory.mktemp(name, numbered=False)
 
 
+def once_per_run(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """A dir that build(dir) fills once for the whole test run, then shared by every xdist worker: wheels, a built
+    tool, a baseline sweep. Under a lock, so the second worker waits for the first and reuses its work; a build
+    that raised leaves no mark, so the next fixture to ask builds it again (and fails the same way). What is built
+    here must stay as built: a test that changes it works on its own copy."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.mktemp(name, numbered=False)
+        build(d)
+        return d
+    run = tmp_path_factory.getbasetemp().parent
+    d, done = run / name, run / f"{name}.built"
+    with FileLock(run / f"{name}.lock"):
+        if not done.exists():
+            if d.exists():
+                shutil.rmtree(d)  # a build that raised half-way
+            d.mkdir(mode=0o700)
+            build(d)
+            done.touch()
+    return d
+
+
 @pytest.fixture(scope="session")
 def venvs(tmp_path_factory) -> Path:
     """Built venvs, shared by every test of this run and by its xdist workers: the first run builds, the rest
@@ -139,11 +162,10 @@ def venvs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory) -> Path:
-    """Every wheel the test venv needs, fetched once, so installs can run with --no-index."""
-    d = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
-                    ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True)
-    return d
+    """Every wheel the test venv needs, fetched once per run, so installs can run with --no-index."""
+    return once_per_run(tmp_path_factory, "wheelhouse", lambda d: subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
+         ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True))
 
 
 def _fingerprints(venvs: Path) -> dict[str, dict]:

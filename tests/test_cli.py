@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY
+from conftest import PY, once_per_run
 from test_driver import fake_smi
 from test_layout import package_sources
 
@@ -20,8 +20,11 @@ CPU_CELL = f"gpu-{PY}-cpu"
 @pytest.fixture(scope="session")
 def tool(tmp_path_factory) -> Path:
     """`pip install .` of this checkout into a fresh venv (uv when there is one); the venv's bin dir.
-    It builds from a fresh copy of the package's sources (test_layout.package_sources says why)."""
-    d = tmp_path_factory.mktemp("tool")
+    It builds from a fresh copy of the package's sources (test_layout.package_sources says why), once per run."""
+    return once_per_run(tmp_path_factory, "tool", _install) / "venv" / "bin"
+
+
+def _install(d: Path) -> None:
     src = package_sources(d / "src")
     venv = d / "venv"
     uv = shutil.which("uv")
@@ -31,7 +34,6 @@ def tool(tmp_path_factory) -> Path:
     else:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(src)], check=True)
-    return venv / "bin"
 
 
 def _env(extra: dict | None = None) -> dict:

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES
+from conftest import PY, REPO, SUITES, once_per_run
 from matrixtext import matrix_head, suite_head
 
 CELL = f"f-{PY}-x"
@@ -61,15 +61,16 @@ class Box:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, venvs) -> Path:
-    """A sweep in which the flake passed (call 1), saved as baseline `base`."""
-    root = tmp_path_factory.mktemp("flaky-base")
-    box = Box(root, venvs)
-    box.write()
-    box.calls(0)
-    run = box.nox("-s", "sweep", "--", "--save-baseline", "base")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert json.loads((box.baselines / "base.json").read_text())["cells"][CELL]["normal"]["tests"][FLAKE] == "passed"
-    return box.baselines
+    """A sweep in which the flake passed (call 1), saved as baseline `base`: once per run, copied by each test."""
+    def build(root: Path) -> None:
+        box = Box(root, venvs)
+        box.write()
+        box.calls(0)
+        run = box.nox("-s", "sweep", "--", "--save-baseline", "base")
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert json.loads((box.baselines / "base.json").read_text())["cells"][CELL]["normal"]["tests"][FLAKE] == "passed"
+
+    return once_per_run(tmp_path_factory, "flaky-base", build) / "baselines"
 
 
 def _box(tmp_path: Path, venvs: Path, base: Path) -> Box:

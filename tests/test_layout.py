@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, once_per_run
 
 ENGINE = REPO / "ort_gpu_matrix"
 PROBE = REPO / "ort_matrix_probe"
@@ -62,11 +62,12 @@ def package_sources(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel_names(tmp_path_factory) -> set[str]:
-    out = tmp_path_factory.mktemp("wheel")
-    src = package_sources(tmp_path_factory.mktemp("src"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
-                   check=True, capture_output=True)
-    (wheel,) = out.glob("ort_gpu_matrix-*.whl")
+    def build(d: Path) -> None:
+        src = package_sources(d / "src")
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(d / "wheel"), str(src)],
+                       check=True, capture_output=True)
+
+    (wheel,) = (once_per_run(tmp_path_factory, "layout-wheel", build) / "wheel").glob("ort_gpu_matrix-*.whl")
     return set(zipfile.ZipFile(wheel).namelist())
 
 

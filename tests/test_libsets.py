@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import CELL, FAKE_CUDNN, PY, SUITES, build_so
+from conftest import CELL, FAKE_CUDNN, PY, SUITES, build_so, once_per_run
 from test_index import _write_wheel, tiny_torch
 
 
@@ -26,14 +26,16 @@ def cudnn_wheel(where: Path, version: str, reports: int, tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def house(tmp_path_factory, wheelhouse):
     """The test venv's wheels, two cuDNN wheels and a tiny torch: everything an offline run needs."""
-    d = tmp_path_factory.mktemp("house")
-    for w in wheelhouse.glob("*.whl"):
-        shutil.copy(w, d)
-    built = tmp_path_factory.mktemp("built")
-    cudnn_wheel(d, "9.12.0.46", 91200, built)
-    cudnn_wheel(d, "9.28.1.4", 92801, built)
-    tiny_torch(d)
-    return d
+    def build(top: Path) -> None:
+        d = top / "house"
+        d.mkdir()
+        for w in wheelhouse.glob("*.whl"):
+            shutil.copy(w, d)
+        cudnn_wheel(d, "9.12.0.46", 91200, top / "built")
+        cudnn_wheel(d, "9.28.1.4", 92801, top / "built")
+        tiny_torch(d)
+
+    return once_per_run(tmp_path_factory, "libsets-house", build) / "house"
 
 
 def _write(harness, house, libs: str, files=("test_allpass.py",), root=SUITES / "verdicts", torch=None):

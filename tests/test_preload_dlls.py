@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import CELL, CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so
+from conftest import CELL, CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so, once_per_run
 from test_index import INDEX_VERSION, _write_wheel, reversioned
 from test_libsets import cudnn_wheel
 
@@ -49,15 +49,18 @@ def cuda_claiming(wheel: Path, where: Path) -> Path:
 
 def _house(tmp_path_factory, wheelhouse, cuda: bool) -> Path:
     """Offline wheels: the test venv's, the cuDNN 9.12 wheel, and the +cu13 ORT when `cuda` (apart:
-    onnxruntime==1.32.0 would pick 1.32.0+cu13 too, as PEP 440 lets == match any local version)."""
-    d = tmp_path_factory.mktemp("house")
-    for w in wheelhouse.glob("*.whl"):
-        shutil.copy(w, d)
-    if cuda:
-        (ort,) = d.glob("onnxruntime-1.32.0-*.whl")
-        cuda_claiming(ort, d)
-    cudnn_wheel(d, "9.12.0.46", 91200, tmp_path_factory.mktemp("built"))
-    return d
+    onnxruntime==1.32.0 would pick 1.32.0+cu13 too, as PEP 440 lets == match any local version). Once per run."""
+    def build(top: Path) -> None:
+        d = top / "house"
+        d.mkdir()
+        for w in wheelhouse.glob("*.whl"):
+            shutil.copy(w, d)
+        if cuda:
+            (ort,) = d.glob("onnxruntime-1.32.0-*.whl")
+            cuda_claiming(ort, d)
+        cudnn_wheel(d, "9.12.0.46", 91200, top / "built")
+
+    return once_per_run(tmp_path_factory, f"preload-house-{'cuda' if cuda else 'cpu'}", build) / "house"
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +76,9 @@ def house(tmp_path_factory, wheelhouse):
 @pytest.fixture(scope="module")
 def torch_cudnn(tmp_path_factory):
     """The stand-in torch's bundled cuDNN: another file with the same soname, reporting 9.19."""
-    d = tmp_path_factory.mktemp("torchlib")
-    return build_so(d / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91900)
+    lib = Path("nvidia") / "cudnn" / "lib" / "libcudnn.so.9"
+    return once_per_run(tmp_path_factory, "preload-torchlib",
+                        lambda d: build_so(d / lib, "libcudnn.so.9", FAKE_CUDNN % 91900)) / lib
 
 
 def _run(harness, house, torch_cudnn, ort=CUDA_ORT, pytest_args=(), root=SUITES / "loader_torch",

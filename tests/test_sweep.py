@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so
+from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so, once_per_run
 from matrixtext import matrix_head, suite_head
 
 MATRIX = matrix_head(prefix="s", suite="sw", libs=["none"]) + """[libs.c914]
@@ -35,9 +35,13 @@ CELL = f"s-{PY}-none"
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("sweep-libs")
-    return {v: build_so(d / v / f"libcudnn.so.9.{v[1:]}.0", "libcudnn.so.9", FAKE_CUDNN % int(v[1:] + "00"))
-            for v in ("v914", "v919")}
+    """Two cuDNN stand-ins, once per run: the baseline sweep records their paths, so every worker uses these."""
+    def path(d: Path, v: str) -> Path:
+        return d / v / f"libcudnn.so.9.{v[1:]}.0"
+
+    d = once_per_run(tmp_path_factory, "sweep-libs", lambda d: [
+        build_so(path(d, v), "libcudnn.so.9", FAKE_CUDNN % int(v[1:] + "00")) for v in ("v914", "v919")])
+    return {v: path(d, v) for v in ("v914", "v919")}
 
 
 class Sweeper:
@@ -64,11 +68,15 @@ class Sweeper:
 
 @pytest.fixture(scope="module")
 def sweeper(tmp_path_factory, venvs, libs):
-    s = Sweeper(tmp_path_factory.mktemp("sweeps"), venvs, libs)
-    code, out, data = s.sweep("baseline", "--save-baseline", "release-1")
-    assert code == 0 and data["ok"], out[-3000:]
-    assert (s.baselines / "release-1.json").is_file()
-    return s
+    """The baseline sweep, once per run; each test sweeps in a dir of its own name beside it and only reads the
+    baselines (a test that saves one uses a Sweeper of its own)."""
+    def build(root: Path) -> None:
+        s = Sweeper(root, venvs, libs)
+        code, out, data = s.sweep("baseline", "--save-baseline", "release-1")
+        assert code == 0 and data["ok"], out[-3000:]
+        assert (s.baselines / "release-1.json").is_file()
+
+    return Sweeper(once_per_run(tmp_path_factory, "sweeps", build), venvs, libs)
 
 
 INJECTIONS = {

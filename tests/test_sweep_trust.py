@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES
+from conftest import PY, REPO, SUITES, once_per_run
 from matrixtext import matrix_head, suite_head
 
 MATRIX = matrix_head(prefix="h", suite="sw", libs=["a", "b"]) + """[libs.gone]
@@ -88,13 +88,15 @@ class Box:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, venvs) -> Path:
-    """A green sweep of cells a and b, saved as baseline `base`, and its results (for report rows)."""
-    root = tmp_path_factory.mktemp("trust-base")
-    box = Box(root, venvs, None)
-    run = box.sweep("--save-baseline", "base")
-    assert run.code == 0, run.out[-3000:]
-    assert set(box.baseline()["cells"]) == {A, B}
-    return root
+    """A green sweep of cells a and b, saved as baseline `base`, and its results (for report rows): once per run,
+    read-only (each row works on a copy of its baselines)."""
+    def build(root: Path) -> None:
+        box = Box(root, venvs, None)
+        run = box.sweep("--save-baseline", "base")
+        assert run.code == 0, run.out[-3000:]
+        assert set(box.baseline()["cells"]) == {A, B}
+
+    return once_per_run(tmp_path_factory, "trust-base", build)
 
 
 @dataclass
