@@ -30,7 +30,7 @@ def test_the_readme_is_short_and_keeps_the_commands_ci_runs():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
     ci = (REPO / ".ci" / "run").read_text()
-    test_command = "python3 -m pytest tests -n 2"
+    test_command = "python3 -m pytest tests -n 3 --dist worksteal"
     assert f"\n    {test_command}\n" in readme and ci.rstrip().splitlines()[-1] == test_command
     assert "\n    python3 -m pip install -q . && python3 -m nox   # the main job\n" in readme
     assert "\n    ort-gpu-matrix init " in readme and "\n    ort-gpu-matrix  " in readme
