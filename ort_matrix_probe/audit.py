@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from .schema import Audit, CudnnCopy, LibraryHit
+from .schema import Audit, CudnnCopy, LibraryHit, StackLibrary
 
 _WANTED = re.compile(r"/lib(cudart|cudnn[a-z_]*|cublas[A-Za-z]*|onnxruntime_providers_cuda)\.so")
 _CUDNN_SHIM = re.compile(r"/libcudnn\.so(\.[0-9]+)*$")
@@ -64,7 +64,8 @@ def file_version(path: str) -> str | None:
     if named:
         return named.group(1)
     # a pip copy (torch's, or a wheel unpacked anywhere): the nvidia_* dist-info nearest above the file
-    dist = "nvidia_cudnn*" if "/libcudnn" in path else "nvidia_cuda_runtime*"
+    dist = ("nvidia_cudnn*" if "/libcudnn" in path else "nvidia_cublas*" if "/libcublas" in path
+            else "nvidia_cuda_runtime*")
     parent = os.path.dirname(path)
     for _ in range(5):
         for meta in sorted(glob.glob(os.path.join(glob.escape(parent), f"{dist}.dist-info", "METADATA"))):
@@ -93,6 +94,47 @@ def reported_version(path: str) -> int | None:
         return None
 
 
+_STACK = re.compile(r"/lib(cudart|cublas|cublasLt)\.so\.([0-9]+)")
+_CUDNN_WHEEL = re.compile(r"nvidia_cudnn_cu([0-9]+)-")
+
+
+def cudnn_cuda_major(path: str) -> int | None:
+    """The CUDA major a cuDNN copy was built for: what cudnnGetCudartVersion says through it (12080: 12), else
+    the -cuNN of the NVIDIA wheel that owns it. cuDNN is 9 for CUDA 12 and 13 alike, so its own major says
+    nothing of which CUDA stack it belongs to."""
+    try:
+        fn = ctypes.CDLL(path).cudnnGetCudartVersion
+        fn.restype = ctypes.c_size_t
+        if int(fn()):
+            return int(fn()) // 1000
+    except (OSError, AttributeError):
+        pass
+    parent = os.path.dirname(path)
+    for _ in range(5):
+        for info in sorted(glob.glob(os.path.join(glob.escape(parent), "nvidia_cudnn_cu*.dist-info"))):
+            m = _CUDNN_WHEEL.search(os.path.basename(info) + "-")
+            if m:
+                return int(m.group(1))
+        parent = os.path.dirname(parent)
+    return None
+
+
+def stack(mapped: list[str]) -> list[StackLibrary]:
+    """The CUDA runtime, cuBLAS (and cuBLASLt) and cuDNN copies mapped in this process, each with the CUDA
+    major it belongs to (from its soname; a cuDNN's from the runtime it was built for), its shipped version and
+    its file: the judge holds each against the CUDA major of the ORT build the cell runs."""
+    out: list[StackLibrary] = []
+    for path in mapped:
+        m = _STACK.search(path)
+        if m:
+            out.append({"library": m.group(1), "file": path, "cuda_major": int(m.group(2)),
+                        "version": file_version(path)})
+        elif _CUDNN_SHIM.search(path):
+            out.append({"library": "cudnn", "file": path, "cuda_major": cudnn_cuda_major(path),
+                        "version": file_version(path)})
+    return out
+
+
 def _cudnn_copy(path: str) -> CudnnCopy:
     return {"file": path, "file_version": file_version(path), "reports": reported_version(path)}
 
@@ -108,6 +150,7 @@ def audit() -> Audit:
         "pid": os.getpid(),
         "mapped": [p for p in mapped if _WANTED.search(p)],
         "cudnn_copies": [_cudnn_copy(p) for p in mapped if _CUDNN_SHIM.search(p)],
+        "stack": stack([p for p in mapped if _WANTED.search(p)]),
         "by_name": {"cudnn": by_name(["libcudnn.so.9"], "cudnnGetVersion"),
                     "cudart": by_name(cudart_names, "cudaRuntimeGetVersion")},
         "onnxruntime_file": os.path.realpath(ort_file) if ort_file else None,

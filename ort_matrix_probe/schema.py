@@ -64,6 +64,13 @@ class CudnnCopy(TypedDict):
     reports: int | None  # what cudnnGetVersion says through this copy
 
 
+class StackLibrary(TypedDict):
+    library: str  # cudart, cublas, cublasLt or cudnn
+    file: str
+    cuda_major: int | None  # from the soname (libcublas.so.12: 12); a cuDNN's from cudnnGetCudartVersion
+    version: str | None  # as shipped: from the file name or the owning dist-info
+
+
 class Audit(TypedDict):
     pid: int
     mapped: list[str]
@@ -74,6 +81,7 @@ class Audit(TypedDict):
     preload: list[str]
     loader: NotRequired[dict[str, Any] | None]  # what the libs set's loader did in this process (loader.py)
     process: NotRequired[str]  # "controller", or the xdist worker id: matched against the tests it ran
+    stack: NotRequired[list[StackLibrary]]  # each CUDA runtime, cuBLAS and cuDNN copy mapped (reports since 2026-12)
 
 
 class OrtProvenance(TypedDict):

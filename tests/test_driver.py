@@ -126,6 +126,9 @@ def test_the_doctor_shows_the_driver_what_it_serves_and_what_each_cell_needs(tmp
     assert f"  {GPU13}: CUDA 13, needs >= 580.65.06 (libs.pip13.pip[0]: nvidia-cuda-runtime==13.0.96): not here" in out
     assert f"  {GPU12}: CUDA 12, needs >= 525.60.13 (libs.pip12.pip[0]: nvidia-cuda-runtime-cu12==12.9.79): ok" in out
     assert f"  {ANY}: a CUDA build of ORT, no CUDA major named by its parts: any driver" in out
+    # which cells of each CUDA major this host can run: a 535 driver serves CUDA 12, not 13
+    assert f"  CUDA 12 cells (driver >= 525.60.13): 1 of 1 can run here: {GPU12}\n" in out
+    assert "  CUDA 13 cells (driver >= 580.65.06): 0 of 1 can run here\n" in out
     assert CPU not in out.split("NVIDIA driver")[1].split("torch environments")[0]
     assert "GPU 0: NVIDIA Test GPU, compute capability 9.0, driver 535.104.05" in out
 

@@ -115,6 +115,7 @@ def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved |
         short = [f"{m}.x (needs >= {v})" for m, v in majors if driver.as_tuple(v) > driver.as_tuple(found.version)]
         rep.add(f"  {found.version} (nvidia-smi): serves CUDA {', '.join(serves) or 'none of ours'}"
                 + (f"; too old for CUDA {', '.join(short)}" if short else ""))
+    by_major: dict[int, list[tuple[str, bool]]] = {}  # each CUDA major's cells: (name, runnable here)
     for c in cells:
         if not driver.is_cuda_build(c):
             continue
@@ -127,6 +128,21 @@ def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved |
         ok = found.version is not None and driver.as_tuple(found.version) >= driver.as_tuple(need[0])
         rep.add(f"  {c.name}: CUDA {need[1]}, needs >= {need[0]} ({need[2]}: {need[3]}): "
                 + ("ok" if ok else "not here"))
+        by_major.setdefault(need[1], []).append((c.name, ok and not isinstance(r, MatrixError)))
+        mixed = sorted({m for m, _, _ in driver.cuda_majors(c, pinned, site)})
+        if len(mixed) > 1:
+            rep.add(f"    its parts name CUDA {' and '.join(map(str, mixed))}: one of them serves the other's build")
+    _per_major(rep, by_major)
+
+
+def _per_major(rep: Report, by_major: dict[int, list[tuple[str, bool]]]) -> None:
+    """Which cells of each CUDA major this host can run: a release engineer sweeps CUDA 12 and 13 builds on one
+    host with one driver, and a major none of whose cells can run is a hole in that sweep."""
+    for major in sorted(by_major):
+        named = by_major[major]
+        runs = [n for n, ok in named if ok]
+        rep.add(f"  CUDA {major} cells (driver >= {driver.MIN_DRIVER[major]}): {len(runs)} of {len(named)} can run "
+                f"here" + (f": {', '.join(runs)}" if runs else ""))
 
 
 Checked = dict[str, Resolved | MatrixError]

@@ -60,11 +60,41 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
                            "(a source dir shadows the wheel)")
+        found = _other_major(a, _ort_major(report))
+        (reasons if found and preload else warnings).extend(found)
         copies = a.get("cudnn_copies", [])
         if len({c["file"] for c in copies}) > 1:
             listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
             warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
     return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+
+
+def _ort_major(report: ProbeReport | None) -> int | None:
+    """The CUDA major the cell's ORT was built for (build_and_package_info.cuda_version "12.8": 12)."""
+    provenance: Any = report.get("provenance") if report else None  # a hand-made or old report may lack it
+    ort: dict[str, Any] = dict((provenance or {}).get("ort") or {})
+    version = str(ort.get("cuda_version") or "")
+    return int(version.split(".")[0]) if version.split(".")[0].isdigit() else None
+
+
+def _other_major(audit: Audit, major: int | None) -> list[str]:
+    """Each CUDA runtime, cuBLAS or cuDNN of another CUDA major than the ORT build mapped in a test process: a
+    CUDA 13 cuBLAS serving a CUDA 12 cell runs, and gives the same numbers, on another stack than the cell names.
+    Named with the file of the cell's own major beside it, where one was mapped too. A warning where the cell
+    pins nothing (whatever the loader found is what it tests), a failure where it pins its set."""
+    if major is None:
+        return []
+    libs = [x for x in audit.get("stack", []) if x.get("cuda_major") is not None]
+    out = []
+    for x in libs:
+        if x["cuda_major"] == major:
+            continue
+        own = [y["file"] for y in libs if y["library"] == x["library"] and y["cuda_major"] == major]
+        out.append(f"a CUDA {x['cuda_major']} {x['library']} served the CUDA {major} cell's test process "
+                   f"(pid {audit.get('pid')}): {x['file']} ({x.get('version') or 'version unknown'})"
+                   + (f", beside its CUDA {major} {', '.join(own)}" if own else
+                      f", and no CUDA {major} {x['library']} was mapped"))
+    return out
 
 
 def _preload_dlls_reasons(loaded: dict[str, Any], venv_real: str) -> list[str]:
