@@ -369,3 +369,35 @@ def test_a_grouped_test_is_everywhere_only_when_it_changed_in_every_place_of_its
     assert (g.everywhere("t::a"), g.everywhere("t::b")) == (True, False)
     (one,) = group(rows[2:3])
     assert one.everywhere("t::b")
+
+
+def _on(major: str | None, tests: dict[str, str], stack: list[str]) -> ModeRecord:
+    r = rec(tests, library={**LIB, "cuda_stack": stack})
+    return ModeRecord(r.verdict, r.counts, r.tests, r.teeth, r.library, {"ort_cuda": major}, r.teeth_scope)
+
+
+def test_cells_of_two_cuda_majors_that_run_the_same_test_files_are_compared_with_what_served_each():
+    ids = {"c12": {"python": "3.12", "ort": "o126", "torch": "t28", "libs": "pip12", "suite": "att12"},
+           "c13": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "sys13", "suite": "att"},
+           "c13b": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "sys13b", "suite": "att"},
+           "d13": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "sys13c", "suite": "dispatch"},
+           "p11": {"python": "3.11", "ort": "o131", "torch": "img", "libs": "sys13d", "suite": "att"}}
+    s12, s13 = ["cublas CUDA 12 12.8.4.1 (/a/libcublas.so.12)"], ["cublas CUDA 13 13.0.2 (/b/libcublas.so.13)"]
+    a12 = _on("12.8", {"f.py::a": "failed", "f.py::b": "passed FLASH_ATTENTION"}, s12)
+    a13 = _on("13.0", {"f.py::a": "passed", "f.py::b": "passed FLASH_ATTENTION"}, s13)
+    other_files = _on("13.0", {"g.py::x": "passed"}, s13)
+    run = base({"c12": {"normal": a12}, "c13": {"normal": a13}, "c13b": {"normal": a13}, "d13": {"normal": other_files},
+                "p11": {"normal": a13}})
+    got = {d.cells: d for d in libs_comparison(run, ids)}
+    # c12 against each CUDA 13 cell of its python and test files; c13/c13b differ in libs but also in nothing
+    # else, so they pair as today (no majors); d13 runs other files, p11 another python
+    assert set(got) == {("c12", "c13"), ("c12", "c13b"), ("c13", "c13b")}
+    d = got["c12", "c13"]
+    assert d.majors == (12, 13) and d.stacks == (s12, s13)
+    assert d.tests == [("f.py::a", "failed", "passed")]
+    assert got["c13", "c13b"].majors is None
+    # one CUDA major on both sides, or a side whose ORT build says none: no cross-major pair
+    same = base({"c12": {"normal": _on("13.0", {"f.py::a": "failed"}, s13)}, "c13": {"normal": a13}})
+    assert libs_comparison(same, ids) == []
+    unknown = base({"c12": {"normal": _on(None, {"f.py::a": "failed"}, [])}, "c13": {"normal": a13}})
+    assert libs_comparison(unknown, ids) == []

@@ -28,6 +28,7 @@ def test_every_evidence_page_with_a_report_says_how_to_make_its_html_again():
     ("cudnn", "docs/evidence/cudnn-axis/matrix.toml", "cudnn-axis/run/results.tar.gz"),
     ("two-gpus/one", "docs/evidence/two-gpus/matrix.toml", "two-gpus/run2/runs.tar.gz"),
     ("tier-rules/judged", "matrix.toml", "tier-rules/results.tar.gz"),
+    ("cuda12/results", "matrix.toml", "cuda12-cell/results.tar.gz"),
 ])
 def test_nox_s_report_makes_the_html_again_from_the_committed_results(tmp_path, where, matrix, archive):
     if archive:

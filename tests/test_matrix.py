@@ -117,8 +117,15 @@ def test_shipped_matrix_describes_the_release_matrix():
     matrix = load_matrix(REPO / "matrix.toml")
     cells = {c.name: c for c in cells_of(matrix)}
     assert list(cells) == ["gpu-3.11-cu129", "gpu-3.12-cu129", "gpu-3.12-cu130", "gpu-3.12-h200", "gpu-3.12-unpinned",
-                           "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-h200pip", "gpu-3.12-h200cuda",
-                           f"gpu-{PY}-cpu"]
+                           "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-cu128", "gpu-3.12-cu128attn",
+                           "gpu-3.12-h200pip", "gpu-3.12-h200cuda", f"gpu-{PY}-cpu"]
+    # CUDA 12 from pip wheels alone: ORT's newest CUDA 12 build on PyPI, PyPI's cu128 torch, the runtime and cuDNN
+    # that torch requires; no teeth (ORT 1.26.0 runs no cuDNN SDPA), each suite with its own calibrated expect file
+    for name, suite in (("gpu-3.12-cu128", "dispatch_cu12"), ("gpu-3.12-cu128attn", "ort_attention_cu12")):
+        c = cells[name]
+        assert (c.ort.requirement, c.torch.requirement, c.torch.index_url) == ("onnxruntime-gpu==1.26.0", "torch==2.8.0", None)
+        assert c.libs.pip == ("nvidia-cuda-runtime-cu12==12.8.90", "nvidia-cudnn-cu12==9.10.2.21")
+        assert c.modes == ("normal", "require_cudnn") and c.suite.id == suite and c.suite.expect_file
     assert cells["gpu-3.12-pip12"].ort.index_url and cells["gpu-3.12-pip12"].torch.index_url.endswith("/cu129")
     assert not cells["gpu-3.12-pip13"].ort.index_url and cells["gpu-3.12-pip13"].torch.index_url.endswith("/cu130")
     attention = cells["gpu-3.12-h200pip"]

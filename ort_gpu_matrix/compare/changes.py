@@ -252,7 +252,8 @@ def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
 
 @dataclass(frozen=True)
 class LibsDiff:
-    """Two cells that differ only in their libs set: the tests that behaved differently, and who served them."""
+    """Two cells that differ only in their libs set, or that run the same tests on two CUDA majors: the tests that
+    behaved differently, and who served them."""
 
     mode: str
     cells: tuple[str, str]
@@ -260,10 +261,21 @@ class LibsDiff:
     tests: list[tuple[str, str, str]]  # (test, left "outcome tiers", right "outcome tiers")
     # differences that did not reproduce in the confirmation reruns: (test, left runs, right runs), listed apart
     unconfirmed: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
+    # across CUDA majors: each side's major and the CUDA runtime, cuBLAS and cuDNN its test processes mapped
+    majors: tuple[int, int] | None = None
+    stacks: tuple[list[str], list[str]] = ([], [])
 
 
-def libs_comparison(run: Baseline, ids: dict[str, dict[str, str]]) -> list[LibsDiff]:
-    """`ids`: cell name -> its python, ort, torch, libs and suite. Pairs every two cells equal but for libs."""
+def _major(record: ModeRecord) -> int | None:
+    head = str(record.provenance.get("ort_cuda") or "").split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsDiff]:
+    """`ids`: cell name -> its python, ort, torch, libs and suite. Pairs every two cells equal but for libs, and
+    every two cells of one python that run the same test files on ORT builds of two CUDA majors: a release
+    engineer's CUDA 12 and CUDA 13 cells, whose ORT, torch and libs (and so suite, for its own expect file) all
+    differ by design."""
     out = []
     names = sorted(run.cells)
     for i, left in enumerate(names):
@@ -271,17 +283,34 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, str]]) -> list[LibsD
             li, ri = ids.get(left), ids.get(right)
             if not li or not ri or li["libs"] == ri["libs"]:
                 continue
-            if any(li[k] != ri[k] for k in ("python", "ort", "torch", "suite")):
+            only_libs = all(li[k] == ri[k] for k in ("python", "ort", "torch", "suite"))
+            if not only_libs and li["python"] != ri["python"]:
                 continue
             for mode in sorted(set(run.cells[left]) & set(run.cells[right])):
                 a, b = run.cells[left][mode], run.cells[right][mode]
-                diffs = []
-                for test in sorted(set(a.tests) | set(b.tests)):
-                    ta, tb = a.tests.get(test), b.tests.get(test)
-                    sa = ta.encode() if ta else "(absent)"
-                    sb = tb.encode() if tb else "(absent)"
-                    if sa != sb:
-                        diffs.append((test, sa, sb))
+                majors = (_major(a), _major(b))
+                if not only_libs and (None in majors or majors[0] == majors[1] or _files(a) != _files(b)):
+                    continue
                 out.append(LibsDiff(mode, (left, right), (a.library.get("cudnn_by_name", []),
-                                                          b.library.get("cudnn_by_name", [])), diffs))
+                                                          b.library.get("cudnn_by_name", [])), _test_diffs(a, b),
+                                    majors=None if only_libs else (majors[0] or 0, majors[1] or 0),
+                                    stacks=(a.library.get("cuda_stack", []), b.library.get("cuda_stack", []))))
     return out
+
+
+def _files(record: ModeRecord) -> set[str]:
+    """The test files a record's tests came from: two cells run the same tests when these agree (one test that
+    fails to collect on one side is a difference to show, not a reason to stop comparing)."""
+    return {t.split("::")[0] for t in record.tests}
+
+
+def _test_diffs(a: ModeRecord, b: ModeRecord) -> list[tuple[str, str, str]]:
+    """Each test whose outcome or tiers differ between two records: (test, left line, right line)."""
+    diffs = []
+    for test in sorted(set(a.tests) | set(b.tests)):
+        ta, tb = a.tests.get(test), b.tests.get(test)
+        sa = ta.encode() if ta else "(absent)"
+        sb = tb.encode() if tb else "(absent)"
+        if sa != sb:
+            diffs.append((test, sa, sb))
+    return diffs

@@ -8,6 +8,7 @@ regression it was not told about.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -86,5 +87,5 @@ def filter_libs(diffs: list[LibsDiff], results: list[Result]) -> list[LibsDiff]:
                 apart.append((test, lt.runs if lt else [a], rt.runs if rt else [b]))
             else:
                 kept.append((test, a, b))
-        out.append(LibsDiff(d.mode, d.cells, d.cudnn, kept, apart))
+        out.append(dataclasses.replace(d, tests=kept, unconfirmed=apart))
     return out

@@ -70,6 +70,7 @@ class _LibraryJSON:
     cudnn_copies: list[str] = field(default_factory=list)
     cudnn_by_name: list[str] = field(default_factory=list)
     cudart_by_name: list[str] = field(default_factory=list)
+    cuda_stack: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ def library_summary(r: Result) -> dict[str, Any]:
     """What served the tests, across the run's test processes: the by-name resolutions and the cuDNN copies."""
     by_name: dict[str, set[str]] = {"cudnn": set(), "cudart": set()}
     copies: set[str] = set()
+    stack: set[str] = set()
     for audit in r.libraries.audits:
         names: dict[str, Any] = dict(audit.get("by_name", {}))
         for lib in by_name:
@@ -147,8 +149,11 @@ def library_summary(r: Result) -> dict[str, Any]:
                 by_name[lib].add(f"{hit['file']} ({hit.get('version')})")
         for c in audit.get("cudnn_copies", []):
             copies.add(f"{c['file']} ({c.get('file_version') or 'version unknown'})")
+        for x in audit.get("stack", []):
+            stack.add(f"{x['library']} CUDA {x.get('cuda_major') or '?'} {x.get('version') or 'version unknown'} "
+                      f"({x['file']})")
     return {"pinned": {k: v for k, v in r.libraries.pinned.items() if v}, "cudnn_copies": sorted(copies),
-            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}}
+            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}, "cuda_stack": sorted(stack)}
 
 
 def provenance_summary(r: Result) -> dict[str, Any]:

@@ -143,9 +143,13 @@ def _libs_comparison(report: Report) -> list[str]:
     if not report.libs:
         out.append("No two cells differ only in their libs.")
     for d in report.libs:
-        out.append(f"- **{esc(d.cells[0])}** vs **{esc(d.cells[1])}** ({esc(d.mode)}), cuDNN "
+        majors = (f" (CUDA {d.majors[0]})", f" (CUDA {d.majors[1]})") if d.majors else ("", "")
+        out.append(f"- **{esc(d.cells[0])}**{majors[0]} vs **{esc(d.cells[1])}**{majors[1]} ({esc(d.mode)}), cuDNN "
                    f"{esc('; '.join(d.cudnn[0]) or 'not resolved')} vs {esc('; '.join(d.cudnn[1]) or 'not resolved')}: "
                    + (f"{len(d.tests)} test(s) differ" if d.tests else "every test had the same outcome and tiers"))
+        if d.majors:
+            out += [f"  - {esc(side)} served by: {esc('; '.join(stack) or 'no CUDA library audited')}"
+                    for side, stack in zip(d.cells, d.stacks, strict=True)]
         out += [f"  - {esc(clip(t))}: {esc(a)} vs {esc(b)}" for t, a, b in d.tests[:LISTED]]
         if len(d.tests) > LISTED:
             out.append(f"  - and {len(d.tests) - LISTED} more")

@@ -99,13 +99,18 @@ def _fallbacks_and_pollution(report: Report) -> list[str]:
 
 
 def _libs_comparison(report: Report) -> list[str]:
-    lines = ["\nlibs comparison (cells that differ only in their libs)"]
+    lines = ["\nlibs comparison (cells that differ only in their libs, or run the same tests on two CUDA majors)"]
     if not report.libs:
         lines.append("  no two cells differ only in their libs")
     for d in report.libs:
         left, right = d.cells
+        if d.majors:
+            left, right = f"{left} (CUDA {d.majors[0]})", f"{right} (CUDA {d.majors[1]})"
         head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or 'not resolved'} vs {'; '.join(d.cudnn[1]) or 'not resolved'}"
         lines.append(head)
+        if d.majors:
+            lines += [f"    {side} served by: {'; '.join(stack) or 'no CUDA library audited'}"
+                      for side, stack in zip(d.cells, d.stacks, strict=True)]
         lines += [f"    {clip(t)}: {a} | {b}" for t, a, b in d.tests[:LISTED]] or ["    every test had the same outcome and tiers"]
         if len(d.tests) > LISTED:
             lines.append(f"    and {len(d.tests) - LISTED} more")
