@@ -222,3 +222,15 @@ def test_a_fallback_no_rule_allows_fails_and_a_stale_ep_rule_names_its_cells_and
         StaleRule("cuda_runs", "t::zz", "zz's", "it matched no test that ran (gone, renamed or deselected)",
                   ("c1", "c2"), "")]
     assert [f.nodeid for f in v.ep.unallowed()] == ["t::b"]
+
+
+def test_a_teardown_error_id_names_its_test_and_counts_as_that_test_when_both_are_listed():
+    from ort_gpu_matrix.judge.outcomes import TEARDOWN, collected, teardown_of, test_of
+    assert teardown_of("f.py::t") == "f.py::t::teardown" and TEARDOWN == "::teardown"
+    assert test_of("f.py::t::teardown") == "f.py::t" and test_of("f.py::t") == "f.py::t"
+    assert test_of("f.py::teardown_x") == "f.py::teardown_x"  # only the exact suffix
+    # a teardown error beside its own test is that test; one whose test is not listed is kept (its test is gone)
+    assert collected(["f.py::a", "f.py::a::teardown", "f.py::b::teardown", "f.py::c"]) == [
+        "f.py::a", "f.py::b::teardown", "f.py::c"]
+    assert collected(iter(["f.py::a::teardown", "f.py::a"])) == ["f.py::a"]  # any iterable, in its order
+    assert collected([]) == []

@@ -246,3 +246,64 @@ def test_set_providers_from_another_thread_during_a_run_is_no_run_time_fallback(
     worker.join()
     (entry,) = census.take("t::a")
     assert "fallback" not in entry and entry["served"] == ["CPUExecutionProvider"]
+
+
+def test_the_first_tap_of_a_process_opens_libc_and_flushes_what_it_buffered(capfd, monkeypatch):
+    """_flush_native opens the C library once, on first use: a process whose first window holds a printf."""
+    from ort_matrix_probe import fdtap
+    monkeypatch.setattr(fdtap, "_LIBC", [])
+    got = []
+    tap = FdTap(lambda data, cuda: got.append(data))
+    tap.enter(True)
+    ctypes.CDLL(None).printf(b"first window\n")
+    tap.exit()
+    assert got == [b"first window\n"] and len(fdtap._LIBC) == 1
+    assert capfd.readouterr().out == "first window\n"
+
+
+def test_a_tee_tap_writes_each_byte_through_once_and_closes_its_pipe(capfd):
+    """The EP census's tap of fd 2: bytes go through as they come (not again at the end), and the reader closes
+    the pipe's read end when it has drained it, so a process that creates many sessions runs out of nothing."""
+    got = []
+    tap = FdTap(lambda data, cuda: got.append((data, cuda)), fd=2, tee=True)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        tap.enter(True)
+        os.write(2, b"y" * 100000)
+        tap.exit()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert got == [(b"y" * 100000, True)] * 3
+    assert capfd.readouterr().err == "y" * 300000
+
+
+def test_a_window_of_more_than_a_read_gives_every_byte_back_in_order(capfdbinary):
+    """The in-memory file is read back in 1 MiB blocks: 3 MiB and a bit come back whole and in order."""
+    got = []
+    tap = FdTap(lambda data, cuda: got.append(data))
+    data = bytes(range(256)) * (3 * 4096 + 7)
+    tap.enter(False)
+    os.write(1, data)
+    tap.exit()
+    assert got == [data]
+    assert capfdbinary.readouterr().out == data
+
+
+def test_the_stack_names_each_cuda_library_with_its_major_version_and_file(tmp_path):
+    cudnn12 = build_so(tmp_path / "a" / "libcudnn.so.9.10.2", "libcudnn.so.9",
+                       FAKE_CUDNN % 91002 + "unsigned long cudnnGetCudartVersion(void) { return 12080; }\n")
+    # a pip copy whose library says nothing of its CUDA: the -cuNN of the wheel that owns it
+    wheel = tmp_path / "site" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    build_so(wheel, "libcudnn.so.9", FAKE_CUDNN % 91900)
+    (tmp_path / "site" / "nvidia_cudnn_cu13-9.19.0.56.dist-info").mkdir()
+    (tmp_path / "site" / "nvidia_cudnn_cu13-9.19.0.56.dist-info" / "METADATA").write_text("Version: 9.19.0.56\n")
+    cublas = build_so(tmp_path / "b" / "libcublasLt.so.12.8.4.1", "libcublasLt.so.12", "int x = 1;\n")
+    cudart = build_so(tmp_path / "c" / "libcudart.so.13", "libcudart.so.13", FAKE_CUDART % 13000)
+    nothing = build_so(tmp_path / "d" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 90000)  # no major anywhere
+    got = au.stack([str(cudnn12), str(wheel), str(cublas), str(cudart), str(nothing), "/x/libonnxruntime.so"])
+    assert got == [
+        {"library": "cudnn", "file": str(cudnn12), "cuda_major": 12, "version": "9.10.2"},
+        {"library": "cudnn", "file": str(wheel), "cuda_major": 13, "version": "9.19.0.56"},
+        {"library": "cublasLt", "file": str(cublas), "cuda_major": 12, "version": "12.8.4.1"},
+        {"library": "cudart", "file": str(cudart), "cuda_major": 13, "version": None},
+        {"library": "cudnn", "file": str(nothing), "cuda_major": None, "version": None},
+    ]
