@@ -19,7 +19,9 @@ CUDNN, MATH = "CUDNN_FLASH_ATTENTION", "MATH"
 AUDIT_A = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400}, "cudart": {"file": None}},
            "cudnn_copies": [{"file": "/l/libcudnn.so.9", "file_version": "9.14.0"}, {"file": "/m/libcudnn.so.9"}]}
 AUDIT_B = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400},
-                       "cudart": {"file": "/l/libcudart.so.13"}}, "cudnn_copies": []}
+                       "cudart": {"file": "/l/libcudart.so.13"}}, "cudnn_copies": [],
+           "stack": [{"library": "cublas", "file": "/l/libcublas.so.13", "cuda_major": 13, "version": "13.1.0.3"},
+                     {"library": "cudnn", "file": "/m/libcudnn.so.9", "cuda_major": None, "version": None}]}
 
 
 def test_a_mode_record_keeps_each_tests_outcome_tiers_and_reruns():
@@ -32,7 +34,7 @@ def test_a_mode_record_keeps_each_tests_outcome_tiers_and_reruns():
                                       "xpassed": 0},
                              {"t::a": Line("passed", (CUDNN, MATH), 2), "t::b": Line("failed", (CUDNN,)),
                               "t::c": Line("skipped")}, None,
-                             {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": []},
+                             {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": [], "cuda_stack": []},
                              {"ort": None, "ort_cuda": None, "ort_wheel_sha256": None, "torch": None, "python": None,
                               "host": ""}, "all", "restore")
 
@@ -52,7 +54,8 @@ def test_the_library_summary_joins_every_processs_audit():
     assert library_summary(r) == {
         "pinned": {"libcudnn.so.9": "/p/libcudnn.so.9"},
         "cudnn_copies": ["/l/libcudnn.so.9 (9.14.0)", "/m/libcudnn.so.9 (version unknown)"],
-        "cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (None)"]}
+        "cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (None)"],
+        "cuda_stack": ["cublas CUDA 13 13.1.0.3 (/l/libcublas.so.13)", "cudnn CUDA ? version unknown (/m/libcudnn.so.9)"]}
 
 
 def test_the_provenance_summary_names_ort_torch_python_and_host():
