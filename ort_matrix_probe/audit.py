@@ -112,7 +112,7 @@ def cudnn_cuda_major(path: str) -> int | None:
     parent = os.path.dirname(path)
     for _ in range(5):
         for info in sorted(glob.glob(os.path.join(glob.escape(parent), "nvidia_cudnn_cu*.dist-info"))):
-            m = _CUDNN_WHEEL.search(os.path.basename(info) + "-")
+            m = _CUDNN_WHEEL.search(os.path.basename(info))
             if m:
                 return int(m.group(1))
         parent = os.path.dirname(parent)

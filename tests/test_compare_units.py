@@ -401,3 +401,22 @@ def test_cells_of_two_cuda_majors_that_run_the_same_test_files_are_compared_with
     assert libs_comparison(same, ids) == []
     unknown = base({"c12": {"normal": _on(None, {"f.py::a": "failed"}, [])}, "c13": {"normal": a13}})
     assert libs_comparison(unknown, ids) == []
+
+
+def test_a_cross_major_pair_needs_the_same_test_files_and_each_mode_is_judged_on_its_own():
+    ids = {"c12": {"python": "3.12", "ort": "o126", "torch": "t28", "libs": "p12", "suite": "s12"},
+           "c13": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "s13", "suite": "s"}}
+    same_file = (_on("12.8", {"f.py::a": "passed"}, []), _on("13.0", {"f.py::b": "passed"}, []))
+    (d,) = libs_comparison(base({"c12": {"normal": same_file[0]}, "c13": {"normal": same_file[1]}}), ids)
+    assert d.tests == [("f.py::a", "passed", "(absent)"), ("f.py::b", "(absent)", "passed")]  # one file: a pair
+    other_file = (_on("12.8", {"f.py::a": "passed"}, []), _on("13.0", {"g.py::a": "passed"}, []))
+    assert libs_comparison(base({"c12": {"normal": other_file[0]}, "c13": {"normal": other_file[1]}}), ids) == []
+    # a mode whose ORT names no CUDA is skipped, and the modes after it are still compared
+    run = base({"c12": {"normal": _on(None, {"f.py::a": "passed"}, []), "teeth": _on("12.8", {"f.py::a": "failed"}, [])},
+                "c13": {"normal": _on("13.0", {"f.py::a": "passed"}, []), "teeth": _on("13.0", {"f.py::a": "failed"}, [])}})
+    assert [(d.mode, d.majors) for d in libs_comparison(run, ids)] == [("teeth", (12, 13))]
+    # a record stored before the audit listed the stack (an old baseline) shows none, as an empty list
+    old = rec({"f.py::a": "passed"}, library=LIB)
+    old = ModeRecord(old.verdict, old.counts, old.tests, old.teeth, old.library, {"ort_cuda": "12.8"}, old.teeth_scope)
+    (d,) = libs_comparison(base({"c12": {"normal": old}, "c13": {"normal": _on("13.0", {"f.py::a": "passed"}, [])}}), ids)
+    assert d.stacks == ([], []) and d.majors == (12, 13) and d.tests == []

@@ -307,3 +307,39 @@ def test_the_stack_names_each_cuda_library_with_its_major_version_and_file(tmp_p
         {"library": "cudart", "file": str(cudart), "cuda_major": 13, "version": None},
         {"library": "cudnn", "file": str(nothing), "cuda_major": None, "version": None},
     ]
+
+
+def test_a_pip_cublas_is_versioned_by_its_wheel_and_a_cudnn_for_cuda_13_says_13(tmp_path):
+    site = tmp_path / "site"
+    cublas = build_so(site / "nvidia" / "cublas" / "lib" / "libcublas.so.12", "libcublas.so.12", "int x = 1;\n")
+    (site / "nvidia_cublas_cu12-12.8.4.1.dist-info").mkdir()
+    (site / "nvidia_cublas_cu12-12.8.4.1.dist-info" / "METADATA").write_text("Name: nvidia-cublas-cu12\nVersion: 12.8.4.1\n")
+    cudnn13 = build_so(tmp_path / "n" / "libcudnn.so.9", "libcudnn.so.9",
+                       FAKE_CUDNN % 91400 + "unsigned long cudnnGetCudartVersion(void) { return 13000; }\n")
+    assert au.stack([str(cublas), str(cudnn13)]) == [
+        {"library": "cublas", "file": str(cublas), "cuda_major": 12, "version": "12.8.4.1"},
+        {"library": "cudnn", "file": str(cudnn13), "cuda_major": 13, "version": None}]
+
+
+def test_a_runtime_that_reports_an_error_has_no_version(tmp_path):
+    failing = build_so(tmp_path / "libcudart.so.12", "libcudart.so.12",
+                       "int cudaRuntimeGetVersion(int *v) { *v = 99; return 35; }\n")
+    assert au.reported_version(str(failing)) is None
+    assert au.by_name([str(failing)], "cudaRuntimeGetVersion")["version"] is None
+
+
+def test_a_mapped_file_whose_path_holds_spaces_is_listed_whole(tmp_path):
+    lib = build_so(tmp_path / "a dir with  spaces" / "libcudnn.so.9", "libcudnn.so.9", FAKE_CUDNN % 91000)
+    ctypes.CDLL(str(lib))
+    assert str(lib) in au.mapped_files()
+
+
+def test_the_audit_reads_the_preload_for_the_runtime_it_asks_for_by_name(monkeypatch):
+    monkeypatch.setenv("LD_PRELOAD", "/nowhere/libcudart.so.12.8.90::/nowhere/libcudnn.so.9")
+    a = au.audit()
+    assert a["preload"] == ["/nowhere/libcudart.so.12.8.90", "/nowhere/libcudnn.so.9"]
+    assert a["by_name"]["cudart"]["soname"] == "libcudart.so.12"  # the preloaded runtime's soname, asked first
+    monkeypatch.delenv("LD_PRELOAD")
+    a = au.audit()
+    assert a["preload"] == [] and a["by_name"]["cudart"]["soname"] in ("libcudart.so.13", "libcudart.so.12",
+                                                                      "libcudart.so.11")

@@ -343,3 +343,40 @@ def test_a_known_flaky_failure_outside_its_set_is_judged_by_its_rule_alone():
 def test_a_stale_known_failure_in_teeth_lists_what_its_tests_did():
     f = judged(TeethExpect(known_failures=(rule("t::p"),)), [BITE, T("t::p", "passed", "", ())], judge=judge_teeth)
     assert f.stale == [StaleRule("known_failures", "t::p", "why", "no longer fails", (), "t::p (passed)")]
+
+
+def _lib(library, major, version, file):
+    return {"library": library, "cuda_major": major, "version": version, "file": file}
+
+
+def test_a_cuda_library_of_another_major_than_the_ort_build_is_a_warning_or_with_a_pin_a_reason(tmp_path):
+    venv = str(tmp_path / "venv")
+    stack = [_lib("cudart", 12, "12.8.90", "/a/libcudart.so.12"), _lib("cublas", 12, "12.8.4.1", "/a/libcublas.so.12"),
+             _lib("cublas", 13, "13.1.0.3", "/b/libcublas.so.13"), _lib("cudnn", 13, None, "/b/libcudnn.so.9"),
+             _lib("cudnn", None, "9.1", "/c/libcudnn.so.9")]  # a copy whose major nobody could tell: not judged
+    a = audit(pid=5, mapped=["/a/libcudart.so.12"], stack=stack)
+
+    def report(cuda):
+        return {"tests": {}, "audits": [a], "provenance": {"ort": {"cuda_version": cuda}}}
+
+    found = [
+        "a CUDA 13 cublas served the CUDA 12 cell's test process (pid 5): /b/libcublas.so.13 (13.1.0.3), beside "
+        "its CUDA 12 /a/libcublas.so.12",
+        "a CUDA 13 cudnn served the CUDA 12 cell's test process (pid 5): /b/libcudnn.so.9 (version unknown), and "
+        "no CUDA 12 cudnn was mapped"]
+    _, reasons, warnings = library_audit(report("12.8"), (), venv)  # type: ignore[arg-type]
+    assert (reasons, [w for w in warnings if "served the CUDA" in w]) == ([], found)
+    _, reasons, warnings = library_audit(report("12.8"), ("/a/libcudart.so.12",), venv)  # type: ignore[arg-type]
+    assert [r for r in reasons if "served the CUDA" in r] == found and not [w for w in warnings if "served" in w]
+    # from the CUDA 13 side, the CUDA 12 runtime and cuBLAS are the strangers
+    _, _, warnings = library_audit(report("13.0"), (), venv)  # type: ignore[arg-type]
+    assert [w for w in warnings if "served the CUDA" in w] == [
+        "a CUDA 12 cublas served the CUDA 13 cell's test process (pid 5): /a/libcublas.so.12 (12.8.4.1), beside "
+        "its CUDA 13 /b/libcublas.so.13",
+        "a CUDA 12 cudart served the CUDA 13 cell's test process (pid 5): /a/libcudart.so.12 (12.8.90), and no "
+        "CUDA 13 cudart was mapped"]
+    # an ORT build that names no CUDA (the CPU wheel), or a report without provenance: nothing to hold it against
+    for r in (report(None), report(""), report("x.y"), {"tests": {}, "audits": [a]}, {**report(None), "provenance": None}):
+        assert not [w for w in library_audit(r, (), venv)[2] if "served the CUDA" in w], r  # type: ignore[arg-type]
+    # "13" alone (no minor) is CUDA 13 too
+    assert len([w for w in library_audit(report("13"), (), venv)[2] if "served" in w]) == 2  # type: ignore[arg-type]

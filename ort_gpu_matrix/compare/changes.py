@@ -288,14 +288,22 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsD
                 continue
             for mode in sorted(set(run.cells[left]) & set(run.cells[right])):
                 a, b = run.cells[left][mode], run.cells[right][mode]
-                majors = (_major(a), _major(b))
-                if not only_libs and (None in majors or majors[0] == majors[1] or _files(a) != _files(b)):
+                majors = None if only_libs else _two_majors(a, b)
+                if not only_libs and majors is None:
                     continue
                 out.append(LibsDiff(mode, (left, right), (a.library.get("cudnn_by_name", []),
                                                           b.library.get("cudnn_by_name", [])), _test_diffs(a, b),
-                                    majors=None if only_libs else (majors[0] or 0, majors[1] or 0),
+                                    majors=majors,
                                     stacks=(a.library.get("cuda_stack", []), b.library.get("cuda_stack", []))))
     return out
+
+
+def _two_majors(a: ModeRecord, b: ModeRecord) -> tuple[int, int] | None:
+    """The CUDA majors of two records' ORT builds when they differ and both run the same test files, else None."""
+    left, right = _major(a), _major(b)
+    if left is None or right is None or left == right or _files(a) != _files(b):
+        return None
+    return left, right
 
 
 def _files(record: ModeRecord) -> set[str]:
