@@ -58,22 +58,45 @@ def mapped_files() -> list[str]:
     return sorted(set(found))
 
 
+def _owner(path: str, pattern: str) -> str | None:
+    """The dist-info of the pip dist that ships `path`: the one, in the dirs above it, whose RECORD lists it; else
+    the first that matches `pattern` (a wheel unpacked without its RECORD). Two majors can share one
+    site-packages (nvidia_cublas 13 beside nvidia_cublas_cu12), so a name alone may name the other's."""
+    parent, first = os.path.dirname(path), None
+    for _ in range(5):
+        for info in sorted(glob.glob(os.path.join(glob.escape(parent), f"{pattern}.dist-info"))):
+            first = first or info
+            try:
+                with open(os.path.join(info, "RECORD")) as f:
+                    listed = {line.split(",", 1)[0] for line in f}
+            except OSError:
+                continue
+            if os.path.relpath(path, parent) in listed:
+                return info
+        parent = os.path.dirname(parent)
+    return first
+
+
+def _dist_pattern(path: str) -> str:
+    return ("nvidia_cudnn*" if "/libcudnn" in path else "nvidia_cublas*" if "/libcublas" in path
+            else "nvidia_cuda_runtime*")
+
+
 def file_version(path: str) -> str | None:
     """The version a file was shipped as: from its name, or from the pip dist that owns it (torch's copy)."""
     named = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", path)
     if named:
         return named.group(1)
-    # a pip copy (torch's, or a wheel unpacked anywhere): the nvidia_* dist-info nearest above the file
-    dist = ("nvidia_cudnn*" if "/libcudnn" in path else "nvidia_cublas*" if "/libcublas" in path
-            else "nvidia_cuda_runtime*")
-    parent = os.path.dirname(path)
-    for _ in range(5):
-        for meta in sorted(glob.glob(os.path.join(glob.escape(parent), f"{dist}.dist-info", "METADATA"))):
-            with open(meta) as f:
-                for line in f:
-                    if line.startswith("Version:"):
-                        return line.split(":", 1)[1].strip()
-        parent = os.path.dirname(parent)
+    info = _owner(path, _dist_pattern(path))
+    if info is None:
+        return None
+    try:
+        with open(os.path.join(info, "METADATA")) as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
     return None
 
 
@@ -99,23 +122,24 @@ _CUDNN_WHEEL = re.compile(r"nvidia_cudnn_cu([0-9]+)-")
 
 
 def cudnn_cuda_major(path: str) -> int | None:
-    """The CUDA major a cuDNN copy was built for: what cudnnGetCudartVersion says through it (12080: 12), else
-    the -cuNN of the NVIDIA wheel that owns it. cuDNN is 9 for CUDA 12 and 13 alike, so its own major says
-    nothing of which CUDA stack it belongs to."""
-    try:
-        fn = ctypes.CDLL(path).cudnnGetCudartVersion
-        fn.restype = ctypes.c_size_t
-        if int(fn()):
-            return int(fn()) // 1000
-    except (OSError, AttributeError):
-        pass
-    parent = os.path.dirname(path)
-    for _ in range(5):
-        for info in sorted(glob.glob(os.path.join(glob.escape(parent), "nvidia_cudnn_cu*.dist-info"))):
-            m = _CUDNN_WHEEL.search(os.path.basename(info))
-            if m:
-                return int(m.group(1))
-        parent = os.path.dirname(parent)
+    """The CUDA major a cuDNN copy was built for. cuDNN is 9 for CUDA 12 and 13 alike, so its own major says
+    nothing of which CUDA stack it belongs to. In order: the -cuNN of the NVIDIA wheel that ships it; what
+    cudnnGetCudartVersion says (12080: 12) through its own libcudnn_graph.so.9, beside it, asked by full path
+    (the shim answers from whichever copy's sub-libraries this process loaded first); through the file itself
+    only where it has no sub-library beside it."""
+    info = _owner(path, "nvidia_cudnn*")
+    m = _CUDNN_WHEEL.search(os.path.basename(info)) if info else None
+    if m:
+        return int(m.group(1))
+    graph = os.path.join(os.path.dirname(path), "libcudnn_graph.so.9")
+    for candidate in ([graph] if os.path.exists(graph) else []) or [path]:
+        try:
+            fn = ctypes.CDLL(candidate).cudnnGetCudartVersion
+            fn.restype = ctypes.c_size_t
+            if int(fn()):
+                return int(fn()) // 1000
+        except (OSError, AttributeError):
+            pass
     return None
 
 

@@ -135,11 +135,8 @@ def once_per_run(tmp_path_factory, name: str, build: Callable[[Path], object]) -
     tool, a baseline sweep. Under a lock, so the second worker waits for the first and reuses its work; a build
     that raised leaves no mark, so the next fixture to ask builds it again (and fails the same way). What is built
     here must stay as built: a test that changes it works on its own copy."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        d = tmp_path_factory.mktemp(name, numbered=False)
-        build(d)
-        return d
-    run = tmp_path_factory.getbasetemp().parent
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # without workers: this session's own
     d, done = run / name, run / f"{name}.built"
     with FileLock(run / f"{name}.lock"):
         if not done.exists():

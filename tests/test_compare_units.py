@@ -420,3 +420,13 @@ def test_a_cross_major_pair_needs_the_same_test_files_and_each_mode_is_judged_on
     old = ModeRecord(old.verdict, old.counts, old.tests, old.teeth, old.library, {"ort_cuda": "12.8"}, old.teeth_scope)
     (d,) = libs_comparison(base({"c12": {"normal": old}, "c13": {"normal": _on("13.0", {"f.py::a": "passed"}, [])}}), ids)
     assert d.stacks == ([], []) and d.majors == (12, 13) and d.tests == []
+
+
+def test_cells_of_two_cuda_majors_that_share_a_libs_set_are_compared_too():
+    """A CUDA 12 and a CUDA 13 cell that both pin nothing (libs `none`) differ in their ORT and torch."""
+    ids = {"c12": {"python": "3.12", "ort": "o126", "torch": "t28", "libs": "none", "suite": "s"},
+           "c13": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "none", "suite": "s"}}
+    run = base({"c12": {"normal": _on("12.8", {"f.py::a": "failed"}, [])},
+                "c13": {"normal": _on("13.0", {"f.py::a": "passed"}, [])}})
+    (d,) = libs_comparison(run, ids)
+    assert d.majors == (12, 13) and d.tests == [("f.py::a", "failed", "passed")]

@@ -343,3 +343,29 @@ def test_the_audit_reads_the_preload_for_the_runtime_it_asks_for_by_name(monkeyp
     a = au.audit()
     assert a["preload"] == [] and a["by_name"]["cudart"]["soname"] in ("libcudart.so.13", "libcudart.so.12",
                                                                       "libcudart.so.11")
+
+
+def test_two_cuda_majors_in_one_site_packages_are_told_apart_by_each_dists_record(tmp_path):
+    site = tmp_path / "site"
+    lib12 = build_so(site / "nvidia" / "cublas" / "lib" / "libcublas.so.12", "libcublas.so.12", "int x = 1;\n")
+    lib13 = build_so(site / "nvidia" / "cu13" / "lib" / "libcublas.so.13", "libcublas.so.13", "int x = 1;\n")
+    for dist, version, rel in (("nvidia_cublas-13.1.0.3", "13.1.0.3", "nvidia/cu13/lib/libcublas.so.13"),
+                               ("nvidia_cublas_cu12-12.8.4.1", "12.8.4.1", "nvidia/cublas/lib/libcublas.so.12")):
+        info = site / f"{dist}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Name: x\nVersion: {version}\n")
+        (info / "RECORD").write_text(f"{rel},sha256=x,1\n{dist}.dist-info/METADATA,,\n")
+    assert (au.file_version(str(lib12)), au.file_version(str(lib13))) == ("12.8.4.1", "13.1.0.3")
+
+
+def test_a_cudnns_major_comes_from_its_wheel_then_its_own_graph_library_then_itself(tmp_path):
+    both = FAKE_CUDNN % 91000 + "unsigned long cudnnGetCudartVersion(void) { return %d; }\n"
+    # a shim that would answer 12 (another copy's sub-libraries loaded first), beside its own graph library's 13
+    shim = build_so(tmp_path / "sys" / "libcudnn.so.9", "libcudnn.so.9", both % 12080)
+    build_so(tmp_path / "sys" / "libcudnn_graph.so.9", "libcudnn_graph.so.9", both % 13000)
+    assert au.cudnn_cuda_major(str(shim)) == 13
+    # a wheel's -cuNN wins over what the library says
+    site = tmp_path / "site"
+    wheel = build_so(site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9", "libcudnn.so.9", both % 13000)
+    (site / "nvidia_cudnn_cu12-9.10.2.21.dist-info").mkdir()
+    assert au.cudnn_cuda_major(str(wheel)) == 12

@@ -368,6 +368,10 @@ def test_a_cuda_library_of_another_major_than_the_ort_build_is_a_warning_or_with
     assert (reasons, [w for w in warnings if "served the CUDA" in w]) == ([], found)
     _, reasons, warnings = library_audit(report("12.8"), ("/a/libcudart.so.12",), venv)  # type: ignore[arg-type]
     assert [r for r in reasons if "served the CUDA" in r] == found and not [w for w in warnings if "served" in w]
+    assert [w for w in warnings if "could not be told" in w] == [  # pinned: the copy of unknown major is named
+        "the CUDA major of the cudnn /c/libcudnn.so.9 mapped in the CUDA 12 cell's test process (pid 5) could not be "
+        "told: neither its wheel nor the library says"]
+    assert not [w for w in library_audit(report("12.8"), (), venv)[2] if "could not be told" in w]  # type: ignore[arg-type]
     # from the CUDA 13 side, the CUDA 12 runtime and cuBLAS are the strangers
     _, _, warnings = library_audit(report("13.0"), (), venv)  # type: ignore[arg-type]
     assert [w for w in warnings if "served the CUDA" in w] == [

@@ -263,7 +263,7 @@ class LibsDiff:
     unconfirmed: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
     # across CUDA majors: each side's major and the CUDA runtime, cuBLAS and cuDNN its test processes mapped
     majors: tuple[int, int] | None = None
-    stacks: tuple[list[str], list[str]] = ([], [])
+    stacks: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
 
 def _major(record: ModeRecord) -> int | None:
@@ -281,10 +281,10 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsD
     for i, left in enumerate(names):
         for right in names[i + 1:]:
             li, ri = ids.get(left), ids.get(right)
-            if not li or not ri or li["libs"] == ri["libs"]:
+            if not li or not ri:
                 continue
-            only_libs = all(li[k] == ri[k] for k in ("python", "ort", "torch", "suite"))
-            if not only_libs and li["python"] != ri["python"]:
+            only_libs = li["libs"] != ri["libs"] and all(li[k] == ri[k] for k in ("python", "ort", "torch", "suite"))
+            if not only_libs and (li["python"] != ri["python"] or li == ri):
                 continue
             for mode in sorted(set(run.cells[left]) & set(run.cells[right])):
                 a, b = run.cells[left][mode], run.cells[right][mode]

@@ -60,8 +60,13 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
                            "(a source dir shadows the wheel)")
-        found = _other_major(a, _ort_major(report))
+        major = _ort_major(report)
+        found = _other_major(a, major)
         (reasons if found and preload else warnings).extend(found)
+        if preload and major is not None:  # the cell pins its set: a copy nobody can place is worth a word
+            warnings += [f"the CUDA major of the {x['library']} {x['file']} mapped in the CUDA {major} cell's test "
+                         f"process (pid {a.get('pid')}) could not be told: neither its wheel nor the library says"
+                         for x in a.get("stack", []) if x.get("cuda_major") is None]
         copies = a.get("cudnn_copies", [])
         if len({c["file"] for c in copies}) > 1:
             listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)

@@ -141,7 +141,7 @@ def _pollution(report: Report) -> list[str]:
 def _libs_comparison(report: Report) -> list[str]:
     out = ["", "## Libs comparison", ""]
     if not report.libs:
-        out.append("No two cells differ only in their libs.")
+        out.append("No two cells differ only in their libs, or run the same tests on two CUDA majors.")
     for d in report.libs:
         majors = (f" (CUDA {d.majors[0]})", f" (CUDA {d.majors[1]})") if d.majors else ("", "")
         out.append(f"- **{esc(d.cells[0])}**{majors[0]} vs **{esc(d.cells[1])}**{majors[1]} ({esc(d.mode)}), cuDNN "

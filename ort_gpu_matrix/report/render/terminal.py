@@ -101,7 +101,7 @@ def _fallbacks_and_pollution(report: Report) -> list[str]:
 def _libs_comparison(report: Report) -> list[str]:
     lines = ["\nlibs comparison (cells that differ only in their libs, or run the same tests on two CUDA majors)"]
     if not report.libs:
-        lines.append("  no two cells differ only in their libs")
+        lines.append("  no two cells differ only in their libs, or run the same tests on two CUDA majors")
     for d in report.libs:
         left, right = d.cells
         if d.majors:
