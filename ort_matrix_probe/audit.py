@@ -136,10 +136,11 @@ def cudnn_cuda_major(path: str) -> int | None:
         try:
             fn = ctypes.CDLL(candidate).cudnnGetCudartVersion
             fn.restype = ctypes.c_size_t
-            if int(fn()):
-                return int(fn()) // 1000
+            built_for = int(fn())
         except (OSError, AttributeError):
-            pass
+            continue
+        if built_for:
+            return built_for // 1000
     return None
 
 

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..judge.flaky import FlakySet, within
+from ..judge.libraries import cuda_major
 from ..judge.outcomes import FAILING
 from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
@@ -266,11 +267,6 @@ class LibsDiff:
     stacks: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
 
 
-def _major(record: ModeRecord) -> int | None:
-    head = str(record.provenance.get("ort_cuda") or "").split(".")[0]
-    return int(head) if head.isdigit() else None
-
-
 def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsDiff]:
     """`ids`: cell name -> its python, ort, torch, libs and suite. Pairs every two cells equal but for libs, and
     every two cells of one python that run the same test files on ORT builds of two CUDA majors: a release
@@ -284,7 +280,7 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsD
             if not li or not ri:
                 continue
             only_libs = li["libs"] != ri["libs"] and all(li[k] == ri[k] for k in ("python", "ort", "torch", "suite"))
-            if not only_libs and (li["python"] != ri["python"] or li == ri):
+            if not only_libs and li["python"] != ri["python"]:
                 continue
             for mode in sorted(set(run.cells[left]) & set(run.cells[right])):
                 a, b = run.cells[left][mode], run.cells[right][mode]
@@ -300,7 +296,7 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsD
 
 def _two_majors(a: ModeRecord, b: ModeRecord) -> tuple[int, int] | None:
     """The CUDA majors of two records' ORT builds when they differ and both run the same test files, else None."""
-    left, right = _major(a), _major(b)
+    left, right = cuda_major(a.provenance.get("ort_cuda")), cuda_major(b.provenance.get("ort_cuda"))
     if left is None or right is None or left == right or _files(a) != _files(b):
         return None
     return left, right

@@ -36,6 +36,7 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
             reasons.append(f"no library audit came back from test process(es) {', '.join(missing)}: "
                            "what served their tests is unknown")
     venv_real = os.path.realpath(venv)
+    major = cuda_major(ort_cuda_version(report))
     for a in audits:
         by_name: dict[str, Any] = dict(a.get("by_name", {}))
         for lib, want in pinned.items():
@@ -60,7 +61,6 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
         if ort_file and not ort_file.startswith(venv_real + os.sep):
             reasons.append(f"onnxruntime was imported from {ort_file}, not from the pairing's venv {venv_real} "
                            "(a source dir shadows the wheel)")
-        major = _ort_major(report)
         found = _other_major(a, major)
         (reasons if found and preload else warnings).extend(found)
         if preload and major is not None:  # the cell pins its set: a copy nobody can place is worth a word
@@ -74,12 +74,17 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
     return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
 
 
-def _ort_major(report: ProbeReport | None) -> int | None:
-    """The CUDA major the cell's ORT was built for (build_and_package_info.cuda_version "12.8": 12)."""
+def ort_cuda_version(report: ProbeReport | None) -> str | None:
+    """The cuda_version the cell's ORT was built with (its build_and_package_info), as the probe read it."""
     provenance: Any = report.get("provenance") if report else None  # a hand-made or old report may lack it
     ort: dict[str, Any] = dict((provenance or {}).get("ort") or {})
-    version = str(ort.get("cuda_version") or "")
-    return int(version.split(".")[0]) if version.split(".")[0].isdigit() else None
+    return ort.get("cuda_version")
+
+
+def cuda_major(version: object) -> int | None:
+    """A CUDA version's major ("12.8": 12, "13": 13), or None where it names none (a CPU build's None, "")."""
+    head = str(version or "").split(".")[0]
+    return int(head) if head.isdigit() else None
 
 
 def _other_major(audit: Audit, major: int | None) -> list[str]:
