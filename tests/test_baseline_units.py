@@ -11,7 +11,14 @@ from unitkit import result
 from ort_gpu_matrix.judge.counts import Counts, Dispatch
 from ort_gpu_matrix.judge.libraries import Libraries
 from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
-from ort_gpu_matrix.store.baseline import Baseline, BaselineError, ModeRecord, library_summary, provenance_summary
+from ort_gpu_matrix.store.baseline import (
+    Baseline,
+    BaselineError,
+    ModeRecord,
+    library_summary,
+    provenance_summary,
+    stacks_served,
+)
 from ort_gpu_matrix.store.baseline import TestLine as Line
 from ort_gpu_matrix.store.results import Provenance
 
@@ -34,13 +41,14 @@ def test_a_mode_record_keeps_each_tests_outcome_tiers_and_reruns():
                                       "xpassed": 0},
                              {"t::a": Line("passed", (CUDNN, MATH), 2), "t::b": Line("failed", (CUDNN,)),
                               "t::c": Line("skipped")}, None,
-                             {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": [], "cuda_stack": []},
+                             {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": [], "cuda_stack": [],
+                              "cuda_stacks": []},
                              {"ort": None, "ort_cuda": None, "ort_wheel_sha256": None, "torch": None, "python": None,
                               "host": ""}, "all", "restore")
 
 
 def test_teeth_coverage_is_recorded_only_when_it_was_checked():
-    cov = TeethCoverage(checked=True, cudnn_tests=3, bitten=1, toothless=2, declared_toothless=["t::z"],
+    cov = TeethCoverage(checked=True, tier_tests=3, bitten=1, toothless=2, declared_toothless=["t::z"],
                         undeclared_toothless=["t::b"], bitten_tests=["t::y", "t::a"], scope="cudnn", selected=3)
     rec = ModeRecord.of(result("teeth", {"t::a": "failed"}, teeth_coverage=cov))
     assert rec.teeth == {"bitten": ["t::a", "t::y"], "toothless": ["t::b", "t::z"]} and rec.teeth_scope == "cudnn"
@@ -55,7 +63,24 @@ def test_the_library_summary_joins_every_processs_audit():
         "pinned": {"libcudnn.so.9": "/p/libcudnn.so.9"},
         "cudnn_copies": ["/l/libcudnn.so.9 (9.14.0)", "/m/libcudnn.so.9 (version unknown)"],
         "cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (None)"],
-        "cuda_stack": ["cublas CUDA 13 13.1.0.3 (/l/libcublas.so.13)", "cudnn CUDA ? version unknown (/m/libcudnn.so.9)"]}
+        "cuda_stack": ["cublas CUDA 13 13.1.0.3 (/l/libcublas.so.13)", "cudnn CUDA ? version unknown (/m/libcudnn.so.9)"],
+        # a result from before tests named their process: every audit's stack is one of the run's
+        "cuda_stacks": [[], ["cublas CUDA 13 13.1.0.3 (/l/libcublas.so.13)",
+                             "cudnn CUDA ? version unknown (/m/libcudnn.so.9)"]]}
+
+
+def test_each_test_is_served_by_its_own_processs_stack():
+    """Two workers that mapped different stacks; the controller ran no test, so its audit serves none."""
+    one = [{"library": "cudart", "file": "/a/libcudart.so.12", "cuda_major": 12, "version": "12.8.90"}]
+    two = one + [{"library": "cublas", "file": "/b/libcublas.so.13", "cuda_major": 13, "version": "13.1"}]
+    audits = [{"process": "gw0", "stack": one}, {"process": "gw1", "stack": two}, {"process": "controller", "stack": []}]
+    r = result("normal", {}, libraries=Libraries({}, audits, {"t::a": "gw0", "t::b": "gw1", "t::c": "gw1"}))  # type: ignore[arg-type]
+    assert stacks_served(r) == ([["cublas CUDA 13 13.1 (/b/libcublas.so.13)", "cudart CUDA 12 12.8.90 (/a/libcudart.so.12)"],
+                                 ["cudart CUDA 12 12.8.90 (/a/libcudart.so.12)"]],
+                                {"t::a": 1, "t::b": 0, "t::c": 0})  # the stack of the most tests first
+    same = result("normal", {}, libraries=Libraries({}, audits[:1] + [{"process": "gw1", "stack": one}],
+                                                    {"t::a": "gw0", "t::b": "gw1"}))  # type: ignore[arg-type]
+    assert stacks_served(same) == ([["cudart CUDA 12 12.8.90 (/a/libcudart.so.12)"]], {})  # one stack served all
 
 
 def test_the_provenance_summary_names_ort_torch_python_and_host():

@@ -74,7 +74,7 @@ TEETH = {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}, "t::tl": {"ou
 def test_calibrate_from_results_writes_a_file_that_accepts_them_and_says_what_it_did(tmp_path):
     s = Stored(tmp_path)
     s.store("normal", NORMAL, verdict=Status.FAIL, reasons=["library audit: a second cuDNN"])
-    s.store("teeth", TEETH, teeth_coverage=TeethCoverage(checked=True, cudnn_tests=2, bitten=1, toothless=1,
+    s.store("teeth", TEETH, teeth_coverage=TeethCoverage(checked=True, tier_tests=2, bitten=1, toothless=1,
                                                          undeclared_toothless=["t::tl"], bitten_tests=["t::ok"]),
             pollution=[Pollution("t::ok", "function", "gw0", [StateChange("env", "ORT_X", None, "1")], True, 2)], isolation="restore")
     out = s.calibrate()
@@ -564,8 +564,8 @@ def test_teeth_with_nothing_to_cover_is_still_failing_after_calibration(tmp_path
     s.store("require_cudnn", {"t::ok": {"outcome": "passed", "sdpa": ["MATH"]}}, dispatch=Dispatch({"t::ok": ["MATH"]}))
     s.store("teeth", {"t::ok": {"outcome": "failed", "message": TEETH_MESSAGE}})
     out = s.calibrate()
-    assert (f"still failing after calibration: {CELL}-teeth: require_cudnn dispatched no cuDNN test: teeth has "
-            "nothing to cover") in out.lines  # no expectation accepts it: the teeth run proves nothing
+    assert (f"still failing after calibration: {CELL}-teeth: require_cudnn dispatched no CUDNN_FLASH_ATTENTION test: teeth "
+            "has nothing to cover") in out.lines  # no expectation accepts it: the teeth run proves nothing
 
 
 def test_the_file_is_made_beside_its_target_whatever_the_system_temp_dir(tmp_path, monkeypatch):

@@ -69,7 +69,7 @@ def test_toothless_reasons_from_the_census_of_the_same_venv():
         ("t::c", f"dispatched {CUDNN} x1 in require_cudnn; skipped with MATH forced: why"),
         ("t::d", f"dispatched {CUDNN} x1 in require_cudnn; passed with MATH forced"),
         ("t::e", f"dispatched {CUDNN} x1 in require_cudnn; did not run with MATH forced")]
-    cov = TeethCoverage(True, 3, 1, 2, ["t::a"], ["t::z"], [])
+    cov = TeethCoverage(True, CUDNN, 3, 1, 2, ["t::a"], ["t::z"], [])
     items = seenmod.toothless(seen("c1", "teeth", tests, cov=cov), [rc], print)
     assert [(i.text, i.reason.split(";")[0]) for i in items] == [("t::a", f"dispatched {CUDNN} x2 in require_cudnn"),
                                                                  ("t::z", f"dispatched {CUDNN} in require_cudnn")]
@@ -213,9 +213,9 @@ def test_a_flaky_test_gets_a_known_flaky_rule_and_no_other_and_only_in_its_mode(
     runs = [seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "passed", "", (CUDNN,))]),
             replace(seen("c1", "normal", [T("t::a", "passed", "", ()), T("t::fl", "failed", "E: boom\nmore", ())]), round=1),
             seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
-                 cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])),
+                 cov=TeethCoverage(checked=True, tier_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])),
             replace(seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::fl", "failed", TEETH_MESSAGE, ())],
-                         cov=TeethCoverage(checked=True, cudnn_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])), round=1)]
+                         cov=TeethCoverage(checked=True, tier_tests=2, bitten=2, bitten_tests=["t::a", "t::fl"])), round=1)]
     c, said = calib(runs)
     t = c.table("normal")
     assert t.flaky == [FlakyRule("^t::fl$", ("failed", "passed"), (CUDNN,),
@@ -232,7 +232,7 @@ def test_in_teeth_a_key_the_matrix_sets_is_not_written_and_what_it_misses_is_sai
     s = suite(teeth={"known_toothless": (Rule("t::b", "r"),), "known_failures": (Rule("t::nothing", "r"),)})
     runs = [seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "passed", "", ()),
                                  T("t::c", "passed", "", ()), T("t::f", "failed", "boom", ())], s=s,
-                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=1, toothless=2, undeclared_toothless=["t::b", "t::c"],
+                 cov=TeethCoverage(checked=True, tier_tests=3, bitten=1, toothless=2, undeclared_toothless=["t::b", "t::c"],
                                    bitten_tests=["t::a"]))]
     c, said = calib(runs, inline={"teeth": {"min_failures", "known_toothless", "known_failures"}})
     t = c.table("teeth")
@@ -331,7 +331,7 @@ def test_old_tier_flaky_and_toothless_rules_are_read_from_the_old_file_only():
             replace(seen("c1", "normal", [T("t::a", "passed", "", (CUDNN,))], s=old), round=1),
             seen("c1", "teeth", [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", TEETH_MESSAGE, ()),
                                  T("t::tl", "passed", "", ())], s=old,
-                 cov=TeethCoverage(checked=True, cudnn_tests=3, bitten=2, toothless=1, declared_toothless=["t::tl"],
+                 cov=TeethCoverage(checked=True, tier_tests=3, bitten=2, toothless=1, declared_toothless=["t::tl"],
                                    bitten_tests=["t::a", "t::b"]))]
     keys = {"normal": {"tiers", "known_flaky"}, "teeth": {"known_toothless", "min_failures"}}
     c, said = calib(runs, old=keys, cells={"normal": {"c1", "c2"}, "teeth": {"c1", "c2"}})

@@ -42,7 +42,7 @@ def test_teeth_passes_when_every_cudnn_test_bites_or_is_declared(harness):
     r = run.result("teeth")
     assert r["verdict"] == "pass", r["reasons"]
     cov = r["teeth_coverage"]
-    assert (cov["cudnn_tests"], cov["bitten"], cov["toothless"]) == (4, 3, 1)
+    assert (cov["tier_tests"], cov["bitten"], cov["toothless"]) == (4, 3, 1)
     assert cov["declared_toothless"] == ["test_canary.py::test_values_only_cudnn_path"]
     assert "cuDNN tests 4, bitten 3, toothless 1" in run.output  # the cell table
     assert r["dispatch"]["totals"] == {"MATH": 6}

@@ -3,7 +3,7 @@ a mutant that renames a kind, swaps before/after or drops a change is caught in-
 these tests to compare.py's functions through its stats run)."""
 from __future__ import annotations
 
-from ort_gpu_matrix.compare.changes import Change, Scope, add_stale_rules, compare, libs_comparison, show
+from ort_gpu_matrix.compare.changes import Change, LibsDiff, Scope, add_stale_rules, compare, libs_comparison, show
 from ort_gpu_matrix.store.baseline import Baseline, ModeRecord
 from ort_gpu_matrix.store.baseline import TestLine as Line
 
@@ -393,8 +393,9 @@ def test_cells_of_two_cuda_majors_that_run_the_same_test_files_are_compared_with
     # else, so they pair as today (no majors); d13 runs other files, p11 another python
     assert set(got) == {("c12", "c13"), ("c12", "c13b"), ("c13", "c13b")}
     d = got["c12", "c13"]
-    assert d.majors == (12, 13) and d.stacks == (s12, s13)
+    assert d.majors == (12, 13) and d.stacks == ([s12], [s13])
     assert d.tests == [("f.py::a", "failed", "passed")]
+    assert d.served == {"f.py::a": ("L1", "R1")} and d.spread == ({"L1": 2}, {"R1": 2})  # one stack served them all
     assert got["c13", "c13b"].majors is None
     # one CUDA major on both sides, or a side whose ORT build says none: no cross-major pair
     same = base({"c12": {"normal": _on("13.0", {"f.py::a": "failed"}, s13)}, "c13": {"normal": a13}})
@@ -430,3 +431,38 @@ def test_cells_of_two_cuda_majors_that_share_a_libs_set_are_compared_too():
                 "c13": {"normal": _on("13.0", {"f.py::a": "passed"}, [])}})
     (d,) = libs_comparison(run, ids)
     assert d.majors == (12, 13) and d.tests == [("f.py::a", "failed", "passed")]
+
+
+def test_a_side_whose_processes_mapped_two_stacks_names_the_one_that_served_each_test():
+    """An xdist worker that mapped another cuBLAS than its siblings: each listed test says which stack served it."""
+    ids = {"c12": {"python": "3.12", "ort": "o126", "torch": "t28", "libs": "p12", "suite": "s12"},
+           "c13": {"python": "3.12", "ort": "o131", "torch": "img", "libs": "s13", "suite": "s"}}
+    s12, mixed = ["cublas CUDA 12 12.8 (/a/libcublas.so.12)"], ["cublas CUDA 13 13.0 (/b/libcublas.so.13)"]
+    left = _on("12.8", {"f.py::a": "failed", "f.py::b": "failed", "f.py::c": "passed"}, [])
+    left = ModeRecord(left.verdict, left.counts, left.tests, left.teeth,
+                      {**left.library, "cuda_stacks": [s12, s12 + mixed], "stack_of": {"f.py::a": 0, "f.py::b": 1}},
+                      left.provenance, left.teeth_scope)
+    right = _on("13.0", {"f.py::a": "passed", "f.py::b": "passed", "f.py::c": "passed"}, mixed)
+    (d,) = libs_comparison(base({"c12": {"normal": left}, "c13": {"normal": right}}), ids)
+    assert d.served == {"f.py::a": ("L1", "R1"), "f.py::b": ("L2", "R1")}
+    assert d.spread == ({"L1": 1, "L2": 1, "not audited": 1}, {"R1": 3})  # f.py::c's process sent no audit
+    assert d.stack_rows() == [f"c12 L1, 1 test(s): {s12[0]}", f"c12 L2, 1 test(s): {s12[0]}; {mixed[0]}",
+                              "c12: 1 test(s) ran in a process no audit came back from", f"c13 R1, 3 test(s): {mixed[0]}"]
+    assert d.served_text("f.py::b") == "served by L2 | R1"
+
+
+def test_the_terminal_and_markdown_name_the_stack_that_served_each_listed_test():
+    from types import SimpleNamespace
+
+    from ort_gpu_matrix.report.render import markdown, terminal
+    s12, s13 = ["cublas CUDA 12 12.8 (/a/libcublas.so.12)"], ["cublas CUDA 13 13.0 (/b/libcublas.so.13)"]
+    d = LibsDiff("normal", ("c12", "c13"), ([], []), [("f.py::a", "failed", "passed")], majors=(12, 13),
+                 stacks=([s12], [s13]), served={"f.py::a": ("L1", "R1")}, spread=({"L1": 2}, {"R1": 2}))
+    report = SimpleNamespace(libs=[d])
+    text = "\n".join(terminal._libs_comparison(report))  # type: ignore[arg-type]
+    assert f"    c12 L1, 2 test(s): {s12[0]}" in text and f"    c13 R1, 2 test(s): {s13[0]}" in text
+    assert "    f.py::a: failed | passed (served by L1 | R1)" in text
+    md = "\n".join(markdown._libs_comparison(report))  # type: ignore[arg-type]
+    assert "  - f.py::a: failed vs passed (served by L1 \\| R1)" in md  # the pipe escaped: no table cell break
+    same_major = LibsDiff("normal", ("a", "b"), ([], []), [("f.py::a", "failed", "passed")])
+    assert "served by" not in "\n".join(terminal._libs_comparison(SimpleNamespace(libs=[same_major])))  # type: ignore[arg-type]

@@ -56,7 +56,7 @@ def test_each_mode_gets_its_own_expectations_with_their_defaults(tmp_path):
     expect = m.suites["s"].expect
     assert type(expect["normal"]) is PassExpect and type(expect["require_cudnn"]) is PassExpect
     assert type(expect["teeth"]) is TeethExpect
-    assert expect["teeth"].min_failures == 3 and expect["teeth"].message == TEETH_MESSAGE
+    assert expect["teeth"].min_failures == 3 and expect["teeth"].canary == TEETH_MESSAGE
     assert expect["teeth"].known_toothless[0].test == "v"
     assert expect["normal"].min_passed == 1
 

@@ -67,3 +67,25 @@ def test_one_cuda_major_throughout_is_neither_a_warning_nor_a_reason(harness, ho
     r = _run(harness, house, f'cudart = "{s["cudart13"]}"\ncudnn = "{s["cudnn13"]}"', [s["cublas13"]])
     assert r["verdict"] == "pass", r["reasons"]
     assert not [w for w in r["warnings"] if "served the CUDA 13 cell" in w], r["warnings"]
+
+
+def test_each_test_is_served_by_the_stack_its_own_worker_mapped(harness, house, stand_ins):  # noqa: F811
+    """Two xdist workers, one file each: the second maps a CUDA 12 cuBLAS too. The baseline record keeps both
+    stacks and which one served each test, so a libs comparison can name the stack per test."""
+    from ort_gpu_matrix.store.baseline import ModeRecord
+    from ort_gpu_matrix.store.results import Result
+    s = stand_ins
+    harness.venvs = harness.tmp / "own-venvs"
+    harness.write(["test_stack.py", "test_stack_more.py"], root=SUITES / "guards", ort=CUDA_ORT,
+                  suite_extra=(f'env = {{ FAKE_LOAD = "{s["cudart13"]}", FAKE_LOAD_MORE = "{s["cublas12"]}" }}\n'
+                               'pytest_args = ["-n", "2", "--dist", "loadfile"]'),
+                  matrix_extra=f'offline = true\nwheelhouse = ["{house}"]')
+    r = harness.nox("-s", CELL).result("normal")
+    procs = r["libraries"]["processes"]
+    one, more = "test_stack.py::test_load_the_named_cuda_libraries", "test_stack_more.py::test_load_more_cuda_libraries"
+    assert set(procs) == {one, more} and procs[one] != procs[more] and procs[one].startswith("gw"), procs
+    lib = ModeRecord.of(Result.from_dict(r)).library
+    stacks, of = lib["cuda_stacks"], lib["stack_of"]
+    assert len(stacks) == 2 and of[one] != of[more], lib
+    assert any(s["cublas12"] in line for line in stacks[of[more]]) and not any(s["cublas12"] in line for line in stacks[of[one]])
+    assert any(s["cudart13"] in line for line in stacks[of[one]])

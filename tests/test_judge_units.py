@@ -3,7 +3,7 @@ own, with the whole list of reasons, and the verdict's parts (tests/test_faults.
 run that lies)."""
 from __future__ import annotations
 
-from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
+from ort_gpu_matrix.config.kernels import CUDNN, TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
 from ort_gpu_matrix.execute.junit import JunitCounts
 from ort_gpu_matrix.judge.counts import Counts, Dispatch
@@ -118,7 +118,7 @@ def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rul
                          "with the verbatim message when MATH was forced: t::b"]
     assert v.warnings == ["3 SdpaKernel token(s) printed while no session that asked for the CUDA EP was running "
                           "were not counted (CUDNN_FLASH_ATTENTION, MATH)"]
-    assert v.teeth_coverage == TeethCoverage(True, 2, 1, 1, [], ["t::b"], ["t::a"])
+    assert v.teeth_coverage == TeethCoverage(True, CUDNN, 2, 1, 1, [], ["t::b"], ["t::a"])
     assert v.status is Status.FAIL
     rep = report({"t::a": {"outcome": "passed", "sdpa": ["MATH"]}})
     assert reasons(ev(rep), PassExpect(forbid_kernels=("MATH",))) == [
@@ -128,8 +128,8 @@ def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rul
 def test_to_dicts_scoped_and_refused():
     assert TeethCoverage().to_dict() == {"checked": False, "scope": "all"}
     assert TeethCoverage(scope="cudnn", selected=3).to_dict() == {"checked": False, "scope": "cudnn", "selected": 3}
-    assert TeethCoverage(True, 3, 2, 1, ["d"], ["u"], ["b1", "b2"]).to_dict() == {
-        "checked": True, "cudnn_tests": 3, "bitten": 2, "toothless": 1, "declared_toothless": ["d"],
+    assert TeethCoverage(True, "FLASH_ATTENTION", 3, 2, 1, ["d"], ["u"], ["b1", "b2"]).to_dict() == {
+        "checked": True, "tier": "FLASH_ATTENTION", "tier_tests": 3, "bitten": 2, "toothless": 1, "declared_toothless": ["d"],
         "undeclared_toothless": ["u"], "bitten_tests": ["b1", "b2"], "scope": "all"}
     s = StaleRule("known_failures", "t::x", "why", "no longer fails", ("c1",), "t::x (passed)")
     assert s.why == "no longer fails: t::x (passed)" and StaleRule("k", "p", "r", "w").why == "w"
@@ -138,7 +138,7 @@ def test_to_dicts_scoped_and_refused():
     v = judge(ev(report(PASSING)), Standard(judge_counts, PassExpect(), (), '/venv'))
     sv = scoped(v, "cudnn", 4)
     assert sv.teeth_coverage == TeethCoverage(scope="cudnn", selected=4) and sv.reasons == v.reasons
-    cov = TeethCoverage(True, 1, 1, 0, [], [], ["t::a"])
+    cov = TeethCoverage(True, CUDNN, 1, 1, 0, [], [], ["t::a"])
     import dataclasses
     assert scoped(dataclasses.replace(v, teeth_coverage=cov), "all", None).teeth_coverage == cov
     r = refused("no census", "cudnn")

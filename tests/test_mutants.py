@@ -133,7 +133,7 @@ def test_teeth_ignores_a_require_cudnn_result_of_another_venv(harness):
     harness.write(["test_canary.py"], root=CANARY, modes=["require_cudnn"], suite_extra=NOT_CONCURRENT)
     run = harness.nox("-s", CELL)
     prior = load(run.results_dir / f"{CELL}-require_cudnn.json")
-    assert prior.dispatch.cudnn_tests()  # a census worth reading
+    assert prior.dispatch.tier_tests(CUDNN)  # a census worth reading
     (cell,) = cells_of(load_matrix(harness.matrix))
     earlier = {prior.session: prior}
     same = dict(prior.venv.fingerprint)

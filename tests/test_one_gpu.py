@@ -85,7 +85,7 @@ def test_a_cell_session_overlaps_its_modes_and_teeth_waits_for_the_stored_census
     census = tmp_path / "results" / results["require_cudnn"]["bundle"] / "result.json"
     assert census.stat().st_mtime < teeth["start"]  # the census was stored before teeth's test process began
     cov = results["teeth"]["teeth_coverage"]
-    assert cov["checked"] and cov["cudnn_tests"] == 1 and cov["bitten"] == 1, results["teeth"]["warnings"]
+    assert cov["checked"] and cov["tier_tests"] == 1 and cov["bitten"] == 1, results["teeth"]["warnings"]
     assert all(r["verdict"] == "pass" for r in results.values())
     workdirs = {r["workdir"] for r in results.values()}
     assert len(workdirs) == 3 and not any(Path(w).exists() for w in workdirs)  # a private dir each, removed

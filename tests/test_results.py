@@ -74,3 +74,18 @@ def test_a_version_1_result_still_reads_without_flaky_sets_or_confirmation(store
     result = load(old)
     # read, it is today's shape (results.from_dict; test_pollution.py says the same of isolation)
     assert result.schema_version == SCHEMA_VERSION and result.known_flaky == {} and result.confirmation is None
+
+
+def test_a_version_3_teeth_coverage_reads_as_a_count_of_cudnn_tests(stored, tmp_path):
+    """Versions 1 to 3 counted cuDNN tests (`cudnn_tests`); 4 names the tier teeth took away."""
+    data = json.loads((stored.results_dir / f"{CELL}-teeth.json").read_text())
+    cov = data["teeth_coverage"]
+    assert cov["checked"] and cov["tier"] == "CUDNN_FLASH_ATTENTION" and cov["tier_tests"] > 0
+    old_cov = {k: v for k, v in cov.items() if k not in ("tier", "tier_tests")}
+    old = tmp_path / "v3.json"
+    old.write_text(json.dumps({**data, "schema_version": 3, "teeth_coverage": {**old_cov, "cudnn_tests": 7}}))
+    read = load(old).teeth_coverage
+    assert read is not None and (read.tier, read.tier_tests, read.bitten) == ("CUDNN_FLASH_ATTENTION", 7, cov["bitten"])
+    new = tmp_path / "v4.json"  # a version 4 result is read as written: nothing renamed
+    new.write_text(json.dumps({**data, "teeth_coverage": {**cov, "tier": "FLASH_ATTENTION"}}))
+    assert load(new).teeth_coverage.tier == "FLASH_ATTENTION"

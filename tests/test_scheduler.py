@@ -187,7 +187,7 @@ def test_the_modes_of_one_cell_share_the_slots_and_teeth_follows_its_census_on_i
     results = tmp_path / "results"
     stored = {m: json.loads((results / f"gpu-{PY}-x-{m}.json").read_text()) for m in ("normal", "require_cudnn", "teeth")}
     cov = stored["teeth"]["teeth_coverage"]
-    assert cov["checked"] and cov["cudnn_tests"] == 1 and cov["bitten"] == 1, stored["teeth"]["warnings"]
+    assert cov["checked"] and cov["tier_tests"] == 1 and cov["bitten"] == 1, stored["teeth"]["warnings"]
     for m, r in stored.items():  # each result records the GPU its own run was given
         assert r["gpu"]["cuda_visible_devices"] == rec["x", m]["cuda_visible_devices"]
     timeline = {t["session"]: t for t in json.loads((results / "sweep-timeline.json").read_text())}

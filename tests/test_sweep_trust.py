@@ -401,7 +401,7 @@ def _math_everywhere(box: Box) -> Run:
 def _check_math(box: Box, run: Run) -> None:
     teeth = json.loads((box.results / f"{A}-teeth.json").read_text())
     assert teeth["verdict"] == "fail"
-    assert "require_cudnn dispatched no cuDNN test: teeth has nothing to cover" in teeth["reasons"]
+    assert "require_cudnn dispatched no CUDNN_FLASH_ATTENTION test: teeth has nothing to cover" in teeth["reasons"]
     assert box.sweep_json()["improvements"] == []
 
 

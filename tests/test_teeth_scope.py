@@ -72,7 +72,7 @@ def test_a_scoped_teeth_with_nothing_to_cover_fails_and_says_so(harness):
     run = harness.nox("-s", CELL)
     r = run.result("teeth")
     assert r["verdict"] == "fail" and r["command"] == []
-    assert r["reasons"] == [f'teeth_scope = "cudnn": {CELL}-require_cudnn dispatched no cuDNN test and '
+    assert r["reasons"] == [f'teeth_scope = "cudnn": {CELL}-require_cudnn dispatched no CUDNN_FLASH_ATTENTION test and '
                             "known_toothless names none of its tests: teeth has nothing to run"]
 
 

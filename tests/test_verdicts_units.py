@@ -57,7 +57,7 @@ def test_census_counts_tokens_per_tier_and_tests_per_tier():
     d = census([T("a", "passed", "", (CUDNN, CUDNN, MATH)), T("b", "passed", "", (MATH,)), T("c", "passed", "", ())])
     assert d == Dispatch({"a": [CUDNN, CUDNN, MATH], "b": [MATH]}, {CUDNN: 2, MATH: 2}, {CUDNN: 1, MATH: 2})
     assert list(d.totals) == [CUDNN, MATH]
-    assert Dispatch({"z": [CUDNN], "a": [MATH, CUDNN], "m": [MATH]}).cudnn_tests() == ["a", "z"]
+    assert Dispatch({"z": [CUDNN], "a": [MATH, CUDNN], "m": [MATH]}).tier_tests(CUDNN) == ["a", "z"]
 
 
 def test_first_line():
@@ -135,7 +135,7 @@ def test_teeth_bites_covers_and_declares():
     assert f.reasons == ["1 failure(s) other than the canary's: t::b failed: AssertionError: 'X' != 'MATH'",
                          f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the "
                          "verbatim message when MATH was forced: t::c"]
-    assert f.coverage == TeethCoverage(True, 3, 1, 2, ["t::d"], ["t::c"], ["t::a"])
+    assert f.coverage == TeethCoverage(True, CUDNN, 3, 1, 2, ["t::d"], ["t::c"], ["t::a"])
     assert f.stale == [StaleRule("known_toothless", "t::a", "bites", "it now bites", ("c9",), "t::a"),
                        StaleRule("known_toothless", "t::m", "why", f"no longer a {CUDNN} test in require_cudnn", (), "t::m"),
                        StaleRule("known_toothless", "nowhere", "why", GONE, (), "")]
@@ -163,7 +163,7 @@ def test_teeth_without_prior_or_with_nothing_to_cover():
     assert f.reasons == [] and f.coverage == TeethCoverage(checked=False)
     assert f.warnings == ["teeth coverage not checked: no up-to-date require_cudnn result for this pairing"]
     f = judged(TeethExpect(), [BITE], prior=Dispatch({"t::a": [MATH]}), judge=judge_teeth)
-    assert f.reasons == [NOTHING_TO_COVER] and f.coverage == TeethCoverage(True, 0, 0, 0, [], [], [])
+    assert f.reasons == [NOTHING_TO_COVER] and f.coverage == TeethCoverage(True, CUDNN, 0, 0, 0, [], [], [])
 
 
 def test_a_known_failure_in_teeth_that_bites_is_stale():

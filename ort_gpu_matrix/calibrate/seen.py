@@ -57,13 +57,19 @@ def search(pattern: str, text: str) -> bool:
 
 def canaries(suite: Suite) -> tuple[str, ...]:
     teeth = suite.expect.get("teeth")
-    own = teeth.message if isinstance(teeth, TeethExpect) else TEETH_MESSAGE
+    own = teeth.canary if isinstance(teeth, TeethExpect) else TEETH_MESSAGE
     return tuple(dict.fromkeys((own, TEETH_MESSAGE)))
+
+
+def canary_tier(seen: Seen) -> str:
+    """The tier the cell's teeth takes away (cuDNN unless its suite names another)."""
+    expect = seen.cell.suite.expect.get("teeth")
+    return expect.tier if isinstance(expect, TeethExpect) else CUDNN
 
 
 def bitten_in(seen: Seen) -> set[str]:
     expect = seen.cell.suite.expect["teeth"]
-    message = expect.message if isinstance(expect, TeethExpect) else TEETH_MESSAGE
+    message = expect.canary if isinstance(expect, TeethExpect) else TEETH_MESSAGE
     return {t.nodeid for t in seen.tests if bites(t.outcome, t.message, message)}
 
 
@@ -95,13 +101,15 @@ def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
 
 
 def toothless(teeth: Seen, runs: Sequence[Seen], say: Say) -> list[Item]:
-    """Every test that dispatched cuDNN in require_cudnn and was not bitten, with that census as its reason."""
+    """Every test that dispatched the canary's tier in require_cudnn and was not bitten, with that census as its
+    reason."""
+    tier = canary_tier(teeth)
     cov = teeth.result.teeth_coverage
     prior = prior_census(teeth, runs)
     if cov is not None and cov.checked:
         names = [*cov.declared_toothless, *cov.undeclared_toothless]
     elif prior is not None:
-        names = [n for n in prior.cudnn_tests() if n not in bitten_in(teeth)]
+        names = [n for n in prior.tier_tests(tier) if n not in bitten_in(teeth)]
     else:
         say(f"not calibrated: known_toothless from {teeth.result.session}: no require_cudnn run of {teeth.cell.name} "
             "from the same venv to check its coverage against (calibrate the cell in all its modes)")
@@ -109,8 +117,8 @@ def toothless(teeth: Seen, runs: Sequence[Seen], say: Say) -> list[Item]:
     outcomes = {t.nodeid: t for t in teeth.tests}
     items = []
     for name in sorted(names):
-        times = prior.tests.get(name, []).count(CUDNN) if prior is not None else 0
-        dispatched = f"dispatched {CUDNN}" + (f" x{times}" if times else "") + " in require_cudnn"
+        times = prior.tests.get(name, []).count(tier) if prior is not None else 0
+        dispatched = f"dispatched {tier}" + (f" x{times}" if times else "") + " in require_cudnn"
         t = outcomes.get(name)
         if t is None:
             did = f"did not run with {MATH} forced"

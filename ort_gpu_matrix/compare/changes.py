@@ -39,7 +39,8 @@ order, not the release.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -262,9 +263,31 @@ class LibsDiff:
     tests: list[tuple[str, str, str]]  # (test, left "outcome tiers", right "outcome tiers")
     # differences that did not reproduce in the confirmation reruns: (test, left runs, right runs), listed apart
     unconfirmed: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
-    # across CUDA majors: each side's major and the CUDA runtime, cuBLAS and cuDNN its test processes mapped
+    # across CUDA majors: each side's major, and the distinct CUDA stacks (runtime, cuBLAS, cuDNN) its test processes
+    # mapped, labelled L1, L2... and R1...; `served`: for each listed test, the label of the stack that served it on
+    # each side ("not audited" where its process was not); `spread`: how many tests each label served
     majors: tuple[int, int] | None = None
-    stacks: tuple[list[str], list[str]] = field(default_factory=lambda: ([], []))
+    stacks: tuple[list[list[str]], list[list[str]]] = field(default_factory=lambda: ([], []))
+    served: dict[str, tuple[str, str]] = field(default_factory=dict)
+    spread: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
+
+    def stack_rows(self) -> list[str]:
+        """One line per stack of each side, in plain text (each renderer escapes it): `cell L1, 198 test(s): ...`."""
+        rows = []
+        for cell, side, stacks, spread in zip(self.cells, "LR", self.stacks, self.spread, strict=True):
+            if not stacks:
+                rows.append(f"{cell}: no CUDA library audited")
+            for i, stack in enumerate(stacks, 1):
+                rows.append(f"{cell} {side}{i}, {spread.get(f'{side}{i}', 0)} test(s): "
+                            + ("; ".join(stack) or "no CUDA library mapped"))
+            if spread.get(NOT_AUDITED):
+                rows.append(f"{cell}: {spread[NOT_AUDITED]} test(s) ran in a process no audit came back from")
+        return rows
+
+    def served_text(self, test: str) -> str:
+        """`served by L1 | R1`: the stack of each side that served the test."""
+        left, right = self.served.get(test, (NOT_AUDITED, NOT_AUDITED))
+        return f"served by {left} | {right}"
 
 
 def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsDiff]:
@@ -287,11 +310,39 @@ def libs_comparison(run: Baseline, ids: dict[str, dict[str, Any]]) -> list[LibsD
                 majors = None if only_libs else _two_majors(a, b)
                 if not only_libs and majors is None:
                     continue
+                diffs = _test_diffs(a, b)
+                (ls, lof), (rs, rof) = _stacks(a, "L"), _stacks(b, "R")
                 out.append(LibsDiff(mode, (left, right), (a.library.get("cudnn_by_name", []),
-                                                          b.library.get("cudnn_by_name", [])), _test_diffs(a, b),
-                                    majors=majors,
-                                    stacks=(a.library.get("cuda_stack", []), b.library.get("cuda_stack", []))))
+                                                          b.library.get("cudnn_by_name", [])), diffs,
+                                    majors=majors, stacks=(ls, rs),
+                                    served={t: (lof(t), rof(t)) for t, _, _ in diffs},
+                                    spread=(_spread(a, lof), _spread(b, rof))))
     return out
+
+
+NOT_AUDITED = "not audited"
+
+
+def _stacks(record: ModeRecord, side: str) -> tuple[list[list[str]], Callable[[str], str]]:
+    """A side's distinct CUDA stacks, and the label of the one that served a test (a record from before stacks
+    were kept per process has the union of its processes' as its one stack)."""
+    stacks = record.library.get("cuda_stacks") or ([record.library["cuda_stack"]] if record.library.get("cuda_stack")
+                                                  else [])
+    of: dict[str, int] = record.library.get("stack_of") or {}
+
+    def label(test: str) -> str:
+        if test not in record.tests:
+            return "absent"
+        if not stacks:
+            return NOT_AUDITED
+        if len(stacks) == 1:
+            return f"{side}1"
+        return f"{side}{of[test] + 1}" if test in of else NOT_AUDITED
+    return stacks, label
+
+
+def _spread(record: ModeRecord, label: Callable[[str], str]) -> dict[str, int]:
+    return dict(sorted(Counter(label(t) for t in record.tests).items()))
 
 
 def _two_majors(a: ModeRecord, b: ModeRecord) -> tuple[int, int] | None:

@@ -120,7 +120,7 @@ def unexpected(cell: Cell, mode: str, t: TestResult, flaky: dict[str, dict[str, 
         return False
     if t.nodeid in flaky and within(flaky[t.nodeid], t.outcome, t.sdpa):
         return False
-    return not (isinstance(expect, TeethExpect) and bites(t.outcome, t.message, expect.message))
+    return not (isinstance(expect, TeethExpect) and bites(t.outcome, t.message, expect.canary))
 
 
 def _report(result: Result) -> dict[str, Any] | None:

@@ -15,11 +15,25 @@ MATH = "MATH"
 
 KNOWN = (FLASH, EFFICIENT, TRT_FUSED, CUDNN, MATH)  # named here; the census and the rules take any other name too
 
+# how reports name a tier where room is short; any other name is shown as it is
+SHORT = {CUDNN: "cuDNN", FLASH: "flash", EFFICIENT: "efficient", TRT_FUSED: "trt fused", MATH: "MATH"}
+
+
+def short_tier(tier: str) -> str:
+    return SHORT.get(tier, tier)
+
+
 # sdpa_kernel bits: FLASH 1, EFFICIENT 2, TRT_FUSED 4, CUDNN_FLASH 8, MATH 16
 SDPA_BITS = {FLASH: 1, EFFICIENT: 2, TRT_FUSED: 4, CUDNN: 8, MATH: 16}
 
-# What unittest's assertEqual(CUDNN, observed) says when MATH ran instead: the canary's bite.
-TEETH_MESSAGE = f"AssertionError: '{CUDNN}' != '{MATH}'"
+
+
+def teeth_message(tier: str) -> str:
+    """What unittest's assertEqual(tier, observed) says when MATH ran instead: the canary's bite."""
+    return f"AssertionError: '{tier}' != '{MATH}'"
+
+
+TEETH_MESSAGE = teeth_message(CUDNN)  # ORT's own canary: its tests require cuDNN flash attention
 
 
 def only(tier: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .kernels import TEETH_MESSAGE
+from .kernels import CUDNN, teeth_message
 from .overrides import Workspace
 
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
@@ -280,10 +280,21 @@ class PassExpect(DispatchExpect):
 class TeethExpect(DispatchExpect):
     """[suite.<id>.expect.teeth]: with MATH forced, the canary must bite."""
 
-    message: str = key("the exact first line a bitten test fails with", TEETH_MESSAGE)
+    tier: str = key("the tier forcing MATH takes away: every test that dispatched it in require_cudnn must bite. "
+                    "ORT's tests require cuDNN; a suite whose gate requires another tier names it (the built-in "
+                    "dispatch suite reads DISPATCH_CANARY_TIER from [suite.<id>].env)", CUDNN,
+                    pattern=TIER_PATTERN, example='"FLASH_ATTENTION"')
+    message: str | None = key("the exact first line a bitten test fails with (default: unittest's "
+                              "assertEqual(tier, observed) when MATH ran: AssertionError: '<tier>' != 'MATH')", None,
+                              example="\"AssertionError: 'CUDNN_FLASH_ATTENTION' != 'MATH'\"")
     min_failures: int = key("at least this many tests fail with the message (a canary of 0 bites nothing)", 1,
                             minimum=1)
-    known_toothless: tuple[Rule, ...] = key("cuDNN tests that are known not to bite", ())
+    known_toothless: tuple[Rule, ...] = key("tests that dispatched the tier and are known not to bite", ())
+
+    @property
+    def canary(self) -> str:
+        """The message a bite must be: the one set, or the one the tier's canary fails with."""
+        return self.message if self.message is not None else teeth_message(self.tier)
 
 
 @dataclass(frozen=True)
@@ -313,8 +324,8 @@ class Suite:
     expect_file: str | None = key("a TOML file of [expect.<mode>] tables, relative to the matrix file, merged "
                                   "under this suite's own expect tables (a key may be set in only one of them); "
                                   "nox -s calibrate writes it", None, example='"expect/dispatch.toml"')
-    teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched a cuDNN tier in '
-                           "this venv's require_cudnn run of the same nox process or sweep, plus those "
+    teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched the teeth tier '
+                           "(expect.teeth.tier, cuDNN unless set) in this venv's require_cudnn run of the same nox process or sweep, plus those "
                            "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
     isolation: str = key('what the probe does with process state a test changed and did not undo (os.environ, '
                          "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "

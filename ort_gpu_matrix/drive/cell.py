@@ -60,9 +60,9 @@ def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[s
     expect = cell.suite.expect[mode]
     assert isinstance(expect, TeethExpect)
     named = {n for n in collected(prior.outcomes) if any(re.search(rule.test, n) for rule in expect.known_toothless)}
-    keep = sorted(set(prior.dispatch.cudnn_tests()) | named)
+    keep = sorted(set(prior.dispatch.tier_tests(expect.tier)) | named)
     if not keep:
-        return None, (f'teeth_scope = "cudnn": {source} dispatched no cuDNN test and known_toothless names none of '
+        return None, (f'teeth_scope = "cudnn": {source} dispatched no {expect.tier} test and known_toothless names none of '
                       "its tests: teeth has nothing to run")
     return keep, None
 

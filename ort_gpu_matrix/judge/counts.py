@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 from ort_matrix_probe.schema import EpUse, ProbeReport
 
-from ..config.kernels import CUDNN
-
 
 @dataclass(frozen=True)
 class TestResult:
@@ -42,8 +40,9 @@ class Dispatch:
     totals: dict[str, int] = field(default_factory=dict)  # tokens per tier
     tests_per_tier: dict[str, int] = field(default_factory=dict)
 
-    def cudnn_tests(self) -> list[str]:
-        return sorted(n for n, tiers in self.tests.items() if CUDNN in tiers)
+    def tier_tests(self, tier: str) -> list[str]:
+        """The tests that dispatched `tier` at least once: what teeth must bite when MATH takes it away."""
+        return sorted(n for n, tiers in self.tests.items() if tier in tiers)
 
 
 def collected_of(report: ProbeReport | None, fallback: int | None) -> int | None:

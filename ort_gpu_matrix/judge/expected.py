@@ -30,7 +30,7 @@ KINDS = (KNOWN_FAILURE, KNOWN_FLAKY, DECLARED_TOOTHLESS, ALLOWED_SKIP, BITTEN)
 
 def why_expected(expect: DispatchExpect, test: TestResult, coverage: TeethCoverage | None) -> str | None:
     """The kind of expectation that accepted this test's outcome in this mode, or None."""
-    if isinstance(expect, TeethExpect) and bites(test.outcome, test.message, expect.message):
+    if isinstance(expect, TeethExpect) and bites(test.outcome, test.message, expect.canary):
         return BITTEN  # the verdict counts a bite whatever else matches the test
     flaky = rule_for(expect.known_flaky, test.nodeid)
     if flaky is not None and test.outcome in (*FAILING, "skipped"):

@@ -17,10 +17,12 @@ from ..host.elf import kind
 
 @dataclass(frozen=True)
 class Libraries:
-    """The pinned files, and one audit per test process."""
+    """The pinned files, one audit per test process, and which process ran each test: what served a test is what
+    its own process mapped (a cell's workers can differ, and a libs comparison names the stack per test)."""
 
     pinned: dict[str, str | None] = field(default_factory=dict)
     audits: list[Audit] = field(default_factory=list)
+    processes: dict[str, str] = field(default_factory=dict)  # node id -> "controller" or its xdist worker
 
 
 def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: str) -> tuple[Libraries, list[str], list[str]]:
@@ -29,8 +31,9 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
     reasons: list[str] = []
     warnings: list[str] = []
     pinned = {name: next((p for p in preload if kind(p) == name), None) for name in ("cudnn", "cudart")}
+    processes = {n: str(e["process"]) for n, e in report["tests"].items() if e.get("process")} if report else {}
     if report is not None:
-        ran = {str(e["process"]) for e in report["tests"].values() if e.get("process")}
+        ran = set(processes.values())
         missing = sorted(ran - {str(a.get("process")) for a in audits})
         if missing:  # its tests ran with libraries nobody checked: pins, the wheel's source
             reasons.append(f"no library audit came back from test process(es) {', '.join(missing)}: "
@@ -71,7 +74,7 @@ def library_audit(report: ProbeReport | None, preload: tuple[str, ...], venv: st
         if len({c["file"] for c in copies}) > 1:
             listed = ", ".join(f"{c['file']} ({c['file_version'] or 'version unknown'})" for c in copies)
             warnings.append(f"{len(copies)} copies of cuDNN mapped in one test process: {listed}")
-    return Libraries(pinned, audits), sorted(set(reasons)), sorted(set(warnings))
+    return Libraries(pinned, audits, processes), sorted(set(reasons)), sorted(set(warnings))
 
 
 def ort_cuda_version(report: ProbeReport | None) -> str | None:

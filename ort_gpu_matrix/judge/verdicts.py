@@ -34,7 +34,12 @@ from .pollution import warnings as pollution_warnings
 from .stale import StaleRule, stale_failures, stale_in
 from .witnesses import Evidence, cross_checks
 
-NOTHING_TO_COVER = "require_cudnn dispatched no cuDNN test: teeth has nothing to cover"
+
+def nothing_to_cover(tier: str) -> str:
+    return f"require_cudnn dispatched no {tier} test: teeth has nothing to cover"
+
+
+NOTHING_TO_COVER = nothing_to_cover(CUDNN)
 
 
 class Status(enum.StrEnum):
@@ -46,7 +51,10 @@ class Status(enum.StrEnum):
 
 @dataclass(frozen=True)
 class TeethCoverage:
-    """Which of require_cudnn's cuDNN tests the canary bit; unchecked without a fresh require_cudnn run.
+    """Which of require_cudnn's tests of the canary's tier the canary bit; unchecked without a fresh require_cudnn run.
+
+    `tier` is the tier forcing MATH took away (cuDNN for ORT's tests; another where the suite's gate requires it),
+    and `tier_tests` how many tests dispatched it in require_cudnn.
 
     `scope` says which tests teeth ran: "all" of the suite, or "cudnn", only those that dispatched
     cuDNN in require_cudnn plus those known_toothless names (`selected` of them). Counts of a scoped
@@ -54,7 +62,8 @@ class TeethCoverage:
     """
 
     checked: bool = False
-    cudnn_tests: int = 0
+    tier: str = CUDNN
+    tier_tests: int = 0
     bitten: int = 0
     toothless: int = 0
     declared_toothless: list[str] = field(default_factory=list)
@@ -67,7 +76,7 @@ class TeethCoverage:
         scope = {"scope": self.scope, **({"selected": self.selected} if self.selected is not None else {})}
         if not self.checked:
             return {"checked": False, **scope}
-        return {"checked": True, "cudnn_tests": self.cudnn_tests, "bitten": self.bitten, "toothless": self.toothless,
+        return {"checked": True, "tier": self.tier, "tier_tests": self.tier_tests, "bitten": self.bitten, "toothless": self.toothless,
                 "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless,
                 "bitten_tests": self.bitten_tests, **scope}
 
@@ -179,21 +188,21 @@ def _flaky(expect: DispatchExpect, tests: list[TestResult], out: Findings) -> se
 
 
 def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts, prior: Dispatch | None) -> Findings:
-    """teeth: the canary must bite, with exactly the verbatim message, and bite every cuDNN test.
+    """teeth: the canary must bite, with exactly the verbatim message, and bite every test of its tier.
 
     `prior` is the census of this pairing's require_cudnn run from the same venv, when there is one.
     """
     assert isinstance(expect, TeethExpect)
     out = Findings()
     flaky = _flaky(expect, tests, out)
-    bitten = {t.nodeid for t in tests if bites(t.outcome, t.message, expect.message)}
+    bitten = {t.nodeid for t in tests if bites(t.outcome, t.message, expect.canary)}
     other = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
              if t.outcome in FAILING and t.nodeid not in bitten and t.nodeid not in flaky
              and not _matches(expect.known_failures, t.nodeid)]
     if not any(t.outcome in FAILING for t in tests):
         out.reasons.append("canary has no teeth: nothing failed with MATH forced")
     elif len(bitten) < expect.min_failures:
-        out.reasons.append(f"{len(bitten)} test(s) failed with exactly {expect.message!r}, "
+        out.reasons.append(f"{len(bitten)} test(s) failed with exactly {expect.canary!r}, "
                            f"min_failures is {expect.min_failures}")
     if other:
         out.reasons.append(f"{len(other)} failure(s) other than the canary's: {listing(other)}")
@@ -207,26 +216,27 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
         out.warnings.append("teeth coverage not checked: no up-to-date require_cudnn result for this pairing")
         out.coverage = TeethCoverage(checked=False)
         return out
-    cudnn_tests = prior.cudnn_tests()
-    if not cudnn_tests:  # MATH forced everywhere, or a suite that never reaches cuDNN: a bite proves nothing
-        out.reasons.append(NOTHING_TO_COVER)
-    toothless = [n for n in cudnn_tests if n not in bitten]
+    tier = expect.tier
+    tier_tests = prior.tier_tests(tier)
+    if not tier_tests:  # MATH forced everywhere, or a suite that never reaches the tier: a bite proves nothing
+        out.reasons.append(nothing_to_cover(tier))
+    toothless = [n for n in tier_tests if n not in bitten]
     declared = [n for n in toothless if _matches(expect.known_toothless, n) or n in flaky]
     undeclared = [n for n in toothless if n not in declared]
     if undeclared:
-        out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {CUDNN} in require_cudnn but did not "
+        out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {tier} in require_cudnn but did not "
                            f"fail with the verbatim message when MATH was forced: {listing(undeclared)}")
     for rule in expect.known_toothless:
         if any(re.search(rule.test, n) for n in toothless):
             continue
-        biting = [n for n in cudnn_tests if n in bitten and re.search(rule.test, n)]
-        others = sorted(t.nodeid for t in tests if t.nodeid not in cudnn_tests and re.search(rule.test, t.nodeid))
+        biting = [n for n in tier_tests if n in bitten and re.search(rule.test, n)]
+        others = sorted(t.nodeid for t in tests if t.nodeid not in tier_tests and re.search(rule.test, t.nodeid))
         listed = biting or others
-        what = "it now bites" if biting else f"no longer a {CUDNN} test in require_cudnn" if others else GONE
+        what = "it now bites" if biting else f"no longer a {tier} test in require_cudnn" if others else GONE
         out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
                                    listing(listed)))
-    out.coverage = TeethCoverage(True, len(cudnn_tests), len(cudnn_tests) - len(toothless), len(toothless),
-                                 declared, undeclared, sorted(n for n in cudnn_tests if n in bitten))
+    out.coverage = TeethCoverage(True, tier, len(tier_tests), len(tier_tests) - len(toothless), len(toothless),
+                                 declared, undeclared, sorted(n for n in tier_tests if n in bitten))
     return out
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from ..config.kernels import short_tier
 from ..drive.readback import fresh_result
 from ..drive.scheduler import Job
 from ..store.results import Result
@@ -31,13 +32,11 @@ from .states import tally_text
 
 TAIL = 10  # lines of a failing run's log
 REASONS = 3  # reasons of a failing run shown under its end line
-SHORT = {"CUDNN_FLASH_ATTENTION": "cuDNN", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
-         "TRT_FUSED_ATTENTION": "trt fused"}
 
 
 def tiers_short(result: Result) -> str:
     """`cuDNN 8, MATH 2`: tests per tier, as the end line has room for it."""
-    return ", ".join(f"{SHORT.get(t, t)} {n}" for t, n in result.dispatch.tests_per_tier.items()) or "no tier"
+    return ", ".join(f"{short_tier(t)} {n}" for t, n in result.dispatch.tests_per_tier.items()) or "no tier"
 
 
 def gpu_text(result: Result | None, job: Job) -> str:

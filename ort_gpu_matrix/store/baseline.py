@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +72,8 @@ class _LibraryJSON:
     cudnn_by_name: list[str] = field(default_factory=list)
     cudart_by_name: list[str] = field(default_factory=list)
     cuda_stack: list[str] = field(default_factory=list)
+    cuda_stacks: list[list[str]] = field(default_factory=list)
+    stack_of: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ def library_summary(r: Result) -> dict[str, Any]:
     copies: set[str] = set()
     stack: set[str] = set()
     for audit in r.libraries.audits:
+        stack.update(stack_line(x) for x in audit.get("stack", []))
         names: dict[str, Any] = dict(audit.get("by_name", {}))
         for lib in by_name:
             hit: dict[str, Any] = names.get(lib) or {}
@@ -149,11 +153,29 @@ def library_summary(r: Result) -> dict[str, Any]:
                 by_name[lib].add(f"{hit['file']} ({hit.get('version')})")
         for c in audit.get("cudnn_copies", []):
             copies.add(f"{c['file']} ({c.get('file_version') or 'version unknown'})")
-        for x in audit.get("stack", []):
-            stack.add(f"{x['library']} CUDA {x.get('cuda_major') or '?'} {x.get('version') or 'version unknown'} "
-                      f"({x['file']})")
+    stacks, stack_of = stacks_served(r)
     return {"pinned": {k: v for k, v in r.libraries.pinned.items() if v}, "cudnn_copies": sorted(copies),
-            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}, "cuda_stack": sorted(stack)}
+            **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}, "cuda_stack": sorted(stack),
+            "cuda_stacks": stacks, **({"stack_of": stack_of} if stack_of else {})}
+
+
+def stack_line(x: Any) -> str:
+    """`cudnn CUDA 12 9.10.2 (/…/libcudnn.so.9)`: one CUDA library a test process mapped, as reports show it."""
+    return f"{x['library']} CUDA {x.get('cuda_major') or '?'} {x.get('version') or 'version unknown'} ({x['file']})"
+
+
+def stacks_served(r: Result) -> tuple[list[list[str]], dict[str, int]]:
+    """The distinct CUDA stacks the run's test processes mapped, and which one served each test (node id -> index),
+    kept only where they differ (the stack most tests had first): with one stack, it served every test. A process that ran no test (the xdist
+    controller) is left out; a result from before tests named their process keeps every audit."""
+    ran = set(r.libraries.processes.values())
+    per_process = {str(a.get("process") or f"#{i}"): tuple(sorted({stack_line(x) for x in a.get("stack", [])}))
+                   for i, a in enumerate(r.libraries.audits) if not ran or str(a.get("process")) in ran}
+    served = Counter(per_process[p] for p in r.libraries.processes.values() if p in per_process)
+    distinct = sorted(set(per_process.values()), key=lambda s: (-served[s], s))  # L1: the stack most tests had
+    index = {s: i for i, s in enumerate(distinct)}
+    of = {n: index[per_process[p]] for n, p in sorted(r.libraries.processes.items()) if p in per_process}
+    return [list(s) for s in distinct], (of if len(distinct) > 1 else {})
 
 
 def provenance_summary(r: Result) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
+from ..config.kernels import CUDNN
 from ..execute.mode_run import RunOutcome
 from ..execute.request import ModeRun
 from ..host import gpus
@@ -42,10 +43,12 @@ from ..util import typecheck
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
 
-SCHEMA_VERSION = 3  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep)
+SCHEMA_VERSION = 4  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
+# coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
-# result reads with no EP census (ep.taken false: nothing is known of which EP served its tests)
-READS = (1, 2, 3)
+# result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
+# result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION, tier_tests that
+READS = (1, 2, 3, 4)
 T = TypeVar("T")
 
 
@@ -157,11 +160,21 @@ class Result:
         if version not in READS:
             raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads "
                               f"({', '.join(map(str, READS))})")
+        data = _upgraded(data, version)
         wrong = typecheck.problems(cls, data)
         if wrong:
             more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
             raise ResultError("is not a well-formed result: " + "; ".join(wrong[:3]) + more)
         return dataclasses.replace(_build(cls, data), schema_version=SCHEMA_VERSION)  # read, it is today's shape
+
+
+def _upgraded(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """An older result in today's field names, where one was renamed (nothing else is guessed)."""
+    cov = data.get("teeth_coverage")
+    if version < 4 and isinstance(cov, dict) and "cudnn_tests" in cov:
+        rest = {k: v for k, v in cov.items() if k != "cudnn_tests"}
+        data = {**data, "teeth_coverage": {**rest, "tier": CUDNN, "tier_tests": cov["cudnn_tests"]}}
+    return data
 
 
 def _plain(value: Any) -> Any:

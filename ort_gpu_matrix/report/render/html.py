@@ -15,7 +15,7 @@ import jinja2
 
 from ...compare.changes import Change
 from ...compare.grouping import group, shorten
-from ...config.kernels import CUDNN, MATH
+from ...config.kernels import CUDNN, MATH, short_tier
 from ...judge.outcomes import FAILING
 from ...store.results import Result
 from ..model import Report
@@ -66,14 +66,12 @@ def link(path: str | None, out_dir: Path, roots: Sequence[Path]) -> Link | None:
     return Link(path, None, "not linked: outside the dirs this report was built from")
 
 
-SHORT = {"CUDNN_FLASH_ATTENTION": "cuDNN", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
-         "TRT_FUSED_ATTENTION": "trt fused", "MATH": "MATH"}
 
 
 def _short(value: object) -> str:
     """A tier list as a grid cell shows it (`cuDNN, MATH`); an outcome as it is."""
     if isinstance(value, (list, tuple)):
-        return ", ".join(SHORT.get(str(t), str(t)) for t in value)
+        return ", ".join(short_tier(str(t)) for t in value)
     return str(value)
 
 

@@ -148,9 +148,9 @@ def _libs_comparison(report: Report) -> list[str]:
                    f"{esc('; '.join(d.cudnn[0]) or 'not resolved')} vs {esc('; '.join(d.cudnn[1]) or 'not resolved')}: "
                    + (f"{len(d.tests)} test(s) differ" if d.tests else "every test had the same outcome and tiers"))
         if d.majors:
-            out += [f"  - {esc(side)} served by: {esc('; '.join(stack) or 'no CUDA library audited')}"
-                    for side, stack in zip(d.cells, d.stacks, strict=True)]
-        out += [f"  - {esc(clip(t))}: {esc(a)} vs {esc(b)}" for t, a, b in d.tests[:LISTED]]
+            out += [f"  - {esc(row)}" for row in d.stack_rows()]
+        out += [f"  - {esc(clip(t))}: {esc(a)} vs {esc(b)}" + (f" ({esc(d.served_text(t))})" if d.majors else "")
+                for t, a, b in d.tests[:LISTED]]
         if len(d.tests) > LISTED:
             out.append(f"  - and {len(d.tests) - LISTED} more")
         if d.unconfirmed:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...compare.changes import Change
 from ...compare.grouping import Group
+from ...config.kernels import short_tier
 from ...host.ortsource import skew
 from ...judge.outcomes import FAILING
 from ...store.baseline import library_summary
@@ -92,7 +93,7 @@ def coverage_text(r: Result) -> str:
         return ""
     if not cov.checked:
         return "coverage not checked"
-    return f"cuDNN {cov.cudnn_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
+    return f"{short_tier(cov.tier)} {cov.tier_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
 
 
 def audit_line(results: list[Result]) -> str:

@@ -1,6 +1,7 @@
 """The one table a cell session prints after its modes."""
 from __future__ import annotations
 
+from ...config.kernels import short_tier
 from ...store.results import Result
 from ...util.escape import term
 from .color import verdict
@@ -10,7 +11,7 @@ def _coverage(result: Result) -> str:
     cov = result.teeth_coverage
     if cov is None or not cov.checked:
         return ""
-    return f"cuDNN tests {cov.cudnn_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
+    return f"{short_tier(cov.tier)} tests {cov.tier_tests}, bitten {cov.bitten}, toothless {cov.toothless}"
 
 
 def render(cell: str, results: list[Result], color: bool = False) -> str:

@@ -109,9 +109,9 @@ def _libs_comparison(report: Report) -> list[str]:
         head = f"  {left} vs {right}, {d.mode}: cuDNN {'; '.join(d.cudnn[0]) or 'not resolved'} vs {'; '.join(d.cudnn[1]) or 'not resolved'}"
         lines.append(head)
         if d.majors:
-            lines += [f"    {side} served by: {'; '.join(stack) or 'no CUDA library audited'}"
-                      for side, stack in zip(d.cells, d.stacks, strict=True)]
-        lines += [f"    {clip(t)}: {a} | {b}" for t, a, b in d.tests[:LISTED]] or ["    every test had the same outcome and tiers"]
+            lines += [f"    {row}" for row in d.stack_rows()]
+        lines += [f"    {clip(t)}: {a} | {b}" + (f" ({d.served_text(t)})" if d.majors else "")
+                  for t, a, b in d.tests[:LISTED]] or ["    every test had the same outcome and tiers"]
         if len(d.tests) > LISTED:
             lines.append(f"    and {len(d.tests) - LISTED} more")
         if d.unconfirmed:
