@@ -173,7 +173,7 @@ ROWS = [
     ('tier name the probe could never record', lambda b, tmp: b + '[suite.s.expect.normal]\ntiers = [{ test = "x", only = ["SdpaKernel=MATH"] }]\n',
      [('suite.s.expect.normal.tiers[0].only[0]', "'SdpaKernel=MATH' is not a tier name as ORT prints it (capitals, digits and _, as after SdpaKernel=)", 'use a name from the report\'s tier table, e.g. FLASH_ATTENTION, EFFICIENT_ATTENTION, TRT_FUSED_ATTENTION, CUDNN_FLASH_ATTENTION, MATH, XQA')]),
     ('tier rules in teeth', lambda b, tmp: b + '[suite.s.expect.teeth]\ntiers = [{ test = "x", only = ["MATH"] }]\n',
-     [('suite.s.expect.teeth.tiers', 'unknown key here: tiers is read only by [suite.s.expect.normal]', 'move it to [suite.s.expect.normal], or use one of: allowed_fallbacks, cuda_runs, dispatch_tests, forbid_kernels, known_failures, known_flaky, known_toothless, message, min_failures, require_kernel')]),
+     [('suite.s.expect.teeth.tiers', 'unknown key here: tiers is read only by [suite.s.expect.normal]', 'move it to [suite.s.expect.normal], or use one of: allowed_fallbacks, cuda_runs, dispatch_tests, forbid_kernels, known_failures, known_flaky, known_toothless, message, min_failures, require_kernel, tier')]),
     ('tier rules as a table', lambda b, tmp: b + '[suite.s.expect.normal]\ntiers = { test = "x", only = ["MATH"] }\n',
      [('suite.s.expect.normal.tiers', 'must be a list of tables', 'write tiers = [{ test = "regex", reason = "why" }]')]),
     ('expect file tier rule with a bad only', lambda b, tmp: b + _expect(tmp, '[expect.require_cudnn]\ntiers = [{ test = "x", only = "XQA" }]\n'),

@@ -143,4 +143,4 @@ def test_a_known_flaky_test_within_its_set_is_expected_and_outside_it_is_not():
     from ort_gpu_matrix.config.model import TeethExpect
     from ort_gpu_matrix.judge.expected import BITTEN
     teeth = TeethExpect(known_flaky=(rule,))
-    assert why_expected(teeth, TestResult("t::flaky", "failed", teeth.message, ("MATH",)), None) == BITTEN
+    assert why_expected(teeth, TestResult("t::flaky", "failed", teeth.canary, ("MATH",)), None) == BITTEN

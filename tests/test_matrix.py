@@ -120,12 +120,17 @@ def test_shipped_matrix_describes_the_release_matrix():
                            "gpu-3.12-pip12", "gpu-3.12-pip13", "gpu-3.12-cu128", "gpu-3.12-cu128attn",
                            "gpu-3.12-h200pip", "gpu-3.12-h200cuda", f"gpu-{PY}-cpu"]
     # CUDA 12 from pip wheels alone: ORT's newest CUDA 12 build on PyPI, PyPI's cu128 torch, the runtime and cuDNN
-    # that torch requires; no teeth (ORT 1.26.0 runs no cuDNN SDPA), each suite with its own calibrated expect file
-    for name, suite in (("gpu-3.12-cu128", "dispatch_cu12"), ("gpu-3.12-cu128attn", "ort_attention_cu12")):
+    # that torch requires, each suite with its own calibrated expect file. ORT 1.26.0 runs no cuDNN SDPA: the dispatch
+    # cell's teeth takes away FLASH_ATTENTION, which its gate requires; ORT's own tests print no tier there: no teeth
+    for name, suite, modes in (("gpu-3.12-cu128", "dispatch_cu12", ("normal", "require_cudnn", "teeth")),
+                               ("gpu-3.12-cu128attn", "ort_attention_cu12", ("normal", "require_cudnn"))):
         c = cells[name]
         assert (c.ort.requirement, c.torch.requirement, c.torch.index_url) == ("onnxruntime-gpu==1.26.0", "torch==2.8.0", None)
         assert c.libs.pip == ("nvidia-cuda-runtime-cu12==12.8.90", "nvidia-cudnn-cu12==9.10.2.21")
-        assert c.modes == ("normal", "require_cudnn") and c.suite.id == suite and c.suite.expect_file
+        assert c.modes == modes and c.suite.id == suite and c.suite.expect_file
+    teeth = cells["gpu-3.12-cu128"].suite.expect["teeth"]
+    assert (teeth.tier, teeth.canary) == ("FLASH_ATTENTION", "AssertionError: 'FLASH_ATTENTION' != 'MATH'")
+    assert cells["gpu-3.12-cu128"].suite.env["DISPATCH_CANARY_TIER"] == teeth.tier  # the gate requires what teeth takes
     assert cells["gpu-3.12-pip12"].ort.index_url and cells["gpu-3.12-pip12"].torch.index_url.endswith("/cu129")
     assert not cells["gpu-3.12-pip13"].ort.index_url and cells["gpu-3.12-pip13"].torch.index_url.endswith("/cu130")
     attention = cells["gpu-3.12-h200pip"]

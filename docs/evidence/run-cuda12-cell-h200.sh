@@ -4,7 +4,7 @@
 # and one driver, over the built-in dispatch suite and ORT's attention tests.
 #   STEP=1  the doctor; the dispatch cell gpu-3.12-cu128 alone (its venv is built: torch 2.8.0 and NVIDIA's cu12
 #           wheels, offline); calibrate both CUDA 12 cells (expect/dispatch_cu12.toml, expect/ort_attention_cu12.toml,
-#           --runs 2; CALIBRATE=<cells> picks fewer)
+#           --runs 2; CALIBRATE=<cells> picks fewer; ALONE=0 skips the cell alone: calibrate builds its venv too)
 #   STEP=2  one sweep of gpu-3.12-cu128, gpu-3.12-cu128attn, gpu-3.12-h200 and gpu-3.12-h200pip; the bare recipe
 #           (pytest by hand in the CUDA 12 venvs, the same files and pinned libraries, no harness) against the
 #           harness's outcomes; the CUDA stack each test process mapped, per cell; the time each cell took
@@ -25,8 +25,9 @@ export PYTHONUNBUFFERED=1
 R=/root/c12; mkdir -p "$R" "$OUT"
 CELLS="gpu-3.12-cu128 gpu-3.12-cu128attn gpu-3.12-h200 gpu-3.12-h200pip"
 # calibrate writes the expect file of the CUDA 12 attention suite; the loader wants one to exist before
+# (each call carries the working tree afresh: what STEP=1 calibrated in this lease is put back for STEP=2)
 for f in ort_attention_cu12 dispatch_cu12; do
-  [ -s expect/$f.toml ] || cp "$R/$f.toml" expect/ 2>/dev/null || : > expect/$f.toml
+  if [ -s "$R/$f.toml" ]; then cp "$R/$f.toml" expect/; elif [ ! -s expect/$f.toml ]; then : > expect/$f.toml; fi
 done
 
 if [ "$STEP" = 1 ]; then
@@ -35,11 +36,13 @@ if [ "$STEP" = 1 ]; then
     echo "## doctor"
     python3 -m nox -s doctor > "$OUT/doctor.txt" 2>&1; echo "nox -s doctor exit: $?"
     grep -A40 "^NVIDIA driver" "$OUT/doctor.txt" | head -30
-    echo "## 1. the CUDA 12 dispatch cell alone"
-    t0=$SECONDS
-    MATRIX_RESULTS=$R/res-alone timeout 270 python3 -m nox -s gpu-3.12-cu128 > "$OUT/nox-cu128.log" 2>&1
-    echo "nox -s gpu-3.12-cu128 exit: $? in $((SECONDS - t0)) s"
-    tail -n 25 "$OUT/nox-cu128.log"
+    if [ "${ALONE:-1}" = 1 ]; then
+      echo "## 1. the CUDA 12 dispatch cell alone"
+      t0=$SECONDS
+      MATRIX_RESULTS=$R/res-alone timeout 270 python3 -m nox -s gpu-3.12-cu128 > "$OUT/nox-cu128.log" 2>&1
+      echo "nox -s gpu-3.12-cu128 exit: $? in $((SECONDS - t0)) s"
+      tail -n 25 "$OUT/nox-cu128.log"
+    fi
     echo "## 2. calibrate gpu-3.12-cu128attn on ORT 1.26.0 (--runs 2)"
     t0=$SECONDS
     MATRIX_RESULTS=$R/res-calibrate timeout 290 python3 -m nox -s calibrate -- ${CALIBRATE:-gpu-3.12-cu128 gpu-3.12-cu128attn} > "$OUT/calibrate.log" 2>&1
@@ -59,6 +62,8 @@ fi
   MATRIX_RESULTS=$R/res-sweep timeout 560 python3 -m nox -s sweep -- --select $CELLS --out "$OUT/sweep" > "$OUT/sweep.log" 2>&1
   echo "nox -s sweep exit: $? in $((SECONDS - t0)) s"
   tail -n 60 "$OUT/sweep.log"
+  echo "## the libs comparison, whole"
+  sed -n '/^libs comparison/,/^gate /p' "$OUT/sweep.log"
   cp "$R/res-sweep/sweep.json" "$OUT/sweep/" 2>/dev/null
   echo "## 4. the bare recipe in the CUDA 12 venvs: same files, venv and pinned libraries, no harness"
   for cell in gpu-3.12-cu128 gpu-3.12-cu128attn; do
@@ -71,8 +76,12 @@ attention = cell.endswith("attn")
 root = (os.path.join(os.environ["ORT_SOURCE"], "onnxruntime/test/python/transformers") if attention else "suites/dispatch")
 files = (["test_onnx_attention/test_tensorscatter_attention.py", "test_onnx_attention/test_gqa.py",
           "test_onnx_attention/test_mha.py"] if attention else ["test_dispatch.py"])
+import tomllib
+suite_env = tomllib.load(open("matrix.toml", "rb"))["suite"][r["cell"]["suite"]].get("env", {})
 env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH")}
-env.update({k: r["env"][k] for k in ("LD_PRELOAD", "LD_LIBRARY_PATH") if r["env"].get(k)}, PYTHONPATH=".")
+# the recipe: the pinned libraries, the kernel debug line, and the suite's own env (DISPATCH_CANARY_TIER)
+env.update({k: r["env"][k] for k in ("LD_PRELOAD", "LD_LIBRARY_PATH") if r["env"].get(k)}, PYTHONPATH=".",
+           ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO="1", **suite_env)
 start = time.monotonic()
 p = subprocess.run([py, "-m", "pytest", *(["-n", "8"] if attention else []), "-v", "-p", "no:cacheprovider", *files],
                    cwd=root, env=env, capture_output=True, text=True)

@@ -284,9 +284,8 @@ class TeethExpect(DispatchExpect):
                     "ORT's tests require cuDNN; a suite whose gate requires another tier names it (the built-in "
                     "dispatch suite reads DISPATCH_CANARY_TIER from [suite.<id>].env)", CUDNN,
                     pattern=TIER_PATTERN, example='"FLASH_ATTENTION"')
-    message: str | None = key("the exact first line a bitten test fails with (default: unittest's "
-                              "assertEqual(tier, observed) when MATH ran: AssertionError: '<tier>' != 'MATH')", None,
-                              example="\"AssertionError: 'CUDNN_FLASH_ATTENTION' != 'MATH'\"")
+    message: str | None = key("the exact first line a bitten test fails with (default: AssertionError: '<tier>' != "
+                              "'MATH')", None, example="\"AssertionError: 'CUDNN_FLASH_ATTENTION' != 'MATH'\"")
     min_failures: int = key("at least this many tests fail with the message (a canary of 0 bites nothing)", 1,
                             minimum=1)
     known_toothless: tuple[Rule, ...] = key("tests that dispatched the tier and are known not to bite", ())
