@@ -113,7 +113,7 @@ for p in sorted(res.glob("gpu-*.json")):
     ort = (r.get("provenance") or {}).get("ort") or {}
     shown = "<br>".join(f"{lib} {m} {v} `{f}`" for lib, m, v, f in stack) or "none"
     c = r["counts"]
-    print(f"| {r['cell']} | {r['mode']} | {r['verdict']} | {c.get('passed')}/{c.get('failed')}/{c.get('skipped')} | "
+    print(f"| {r['cell']['name']} | {r['mode']} | {r['verdict']} | {c.get('passed')}/{c.get('failed')}/{c.get('skipped')} | "
           f"{ort.get('version')} ({ort.get('cuda_version')}) | {shown} | {r['duration_s']} |")
     for w in r.get("warnings", []) + r.get("reasons", []):
         if "served the CUDA" in w:
