@@ -5,7 +5,7 @@
     sweep.py    `sweep` (every cell, one report, regressions against a baseline) and `report`
     matrix.py   `matrix -- --github`: the cells as GitHub Actions strategy.matrix JSON
     calibrate.py  `calibrate`: the expectations that accept today's outcome, written for review
-    bisect.py   `bisect`: which ORT build made a change the sweep confirmed
+    bisection.py  `bisect`: which ORT build made a change the sweep confirmed
     noxfile.py  the noxfile the `ort-gpu-matrix` console script runs: these sessions against $MATRIX_TOML
 
 A wheel installs this directory as `ort_gpu_matrix.sessions`, so any noxfile registers the sessions with
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import bisect, calibrate, cells, doctor, matrix, sweep
+from . import bisection, calibrate, cells, doctor, matrix, sweep
 
 
 def register(nox: Any, default_matrix: str | Path = "matrix.toml", *, noxfile: str | Path | None = None) -> None:
@@ -47,4 +47,4 @@ def register(nox: Any, default_matrix: str | Path = "matrix.toml", *, noxfile: s
     sweep.register(nox, matrix_file, noxfile)
     matrix.register(nox, matrix_file)
     calibrate.register(nox, matrix_file)
-    bisect.register(nox, matrix_file)
+    bisection.register(nox, matrix_file)

@@ -86,7 +86,7 @@ class Bisector:
 
     def bisect(self, *args: str):
         run = self.nox("-s", "bisect", "--", *args)
-        where = self.h.results / "bisect" / f"{CELL}-normal"
+        where = self.h.results / "bisect" / f"{CELL}-normal-regressions"
         record = json.loads((where / "bisect.json").read_text()) if (where / "bisect.json").exists() else None
         return run, record
 
@@ -114,11 +114,11 @@ def test_bisect_names_the_build_that_changed_an_outcome_and_the_one_that_changed
     assert all(set(s["tests"]) <= {OUTCOME, TIER} for s in record["steps"])
     assert "bisect OK: every followed change located (2 group(s))" in run.output
     assert "group 1: 1 test(s): last good 1.40.1, first bad 1.40.2" in run.output
-    md = (bisector.h.results / "bisect" / f"{CELL}-normal" / "bisect.md").read_text()
-    html = (bisector.h.results / "bisect" / f"{CELL}-normal" / "bisect.html").read_text()
+    md = (bisector.h.results / "bisect" / f"{CELL}-normal-regressions" / "bisect.md").read_text()
+    html = (bisector.h.results / "bisect" / f"{CELL}-normal-regressions" / "bisect.html").read_text()
     assert "last good 1.40.4, first bad 1.40.5" in md and "<td>1.40.5</td>" in html
     assert record["whole_suite_s"] and record["saved_seconds"] is not None
-    assert oct((bisector.h.results / "bisect" / f"{CELL}-normal").stat().st_mode & 0o777) == "0o700"
+    assert oct((bisector.h.results / "bisect" / f"{CELL}-normal-regressions").stat().st_mode & 0o777) == "0o700"
 
 
 def test_bad_input_is_one_line_each_and_builds_nothing(bisector):
@@ -150,7 +150,7 @@ def test_ends_that_are_not_what_they_must_be_stop_the_bisect_and_say_which_test(
 
 def test_ctrl_c_keeps_the_steps_done_and_resume_goes_on_from_them(bisector):
     bisector.swept()
-    where = bisector.h.results / "bisect" / f"{CELL}-normal"
+    where = bisector.h.results / "bisect" / f"{CELL}-normal-regressions"
     env = {**os.environ, **bisector.env, "MATRIX_TOML": str(bisector.h.matrix), "MATRIX_RESULTS": str(bisector.h.results),
            "MATRIX_VENVS": str(bisector.h.venvs)}
     args = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "bisect", "--", "--between", "1.40.0",

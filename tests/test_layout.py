@@ -51,6 +51,14 @@ def test_sessions_hold_session_definitions_and_nothing_of_the_engine():
         assert path.name != "noxfile.py" or _imports(path) <= {"importlib", "os", "sys", "nox"}, path
 
 
+def test_no_module_beside_a_noxfile_shadows_the_stdlib():
+    """nox puts a noxfile's directory first on sys.path: a `sessions/bisect.py` beside the packaged noxfile
+    made `import bisect` (packaging's, at import time) load our session module, and every child sweep died."""
+    shadowing = {str(p.relative_to(REPO)) for d in (REPO / "sessions", REPO) for p in d.glob("*.py")
+                 if p.stem in sys.stdlib_module_names}
+    assert shadowing == set()
+
+
 def package_sources(dest: Path) -> Path:
     """A fresh copy of what pyproject.toml packages. A build in the checkout would reuse its build/ dir,
     whose stale files hide a package missing from the list; and two test processes never build in one dir."""

@@ -157,8 +157,9 @@ def _good_problem(f: Followed, step: StepRun, build: Build) -> str | None:
             want = sorted(_tiers(before)) if kind == "tier" else before
             have = sorted(tiers) if kind == "tier" else outcome
             if have != want:
+                what = "tiers" if kind == "tier" else "outcome"
                 return (f"the good end {build.version} is not good: {test} gave {got!r} where the baseline has "
-                        f"{kind} {before!r}; fix: an older good end")
+                        f"{what} {before!r}; fix: an older good end")
     return None
 
 
@@ -197,7 +198,8 @@ def bisect(matrix: Matrix, asked: Asked, log: Callable[[str], None] = print,
     if isinstance(resolved, MatrixError):
         raise BisectError(f"{f.cell.name}: cannot run here: {'; '.join(p.problem for p in resolved.problems)}")
     walk = builds(f.cell, resolved, asked)
-    where = matrix.workspace.results_dir / "bisect" / f"{f.cell.name}-{f.mode}"
+    # one dir per cell, mode and what is followed: a bisect of the improvements never overwrites the regressions'
+    where = matrix.workspace.results_dir / "bisect" / f"{f.cell.name}-{f.mode}-{f.source.split()[0].lstrip('-')}"
     record = Bisection(f.cell.name, f.mode, f.source, dict(f.tests), walk,
                        whole_suite_s=whole_suite_s(f.cell, f.mode, matrix.workspace.results_dir))
     done = _resumed(where, record) if asked.resume else []
