@@ -19,6 +19,9 @@ import pytest
 from conftest import CELL, REPO, SUITES, once_per_run
 from test_index import _write_wheel
 
+from ort_gpu_matrix.report.render import bisect as render
+from ort_gpu_matrix.store.bisection import load
+
 SERIES = {"1.40.0": {}, "1.40.1": {}, "1.40.2": {"fails": True}, "1.40.3": None, "1.40.4": {"fails": True},
           "1.40.5": {"fails": True, "tier": "MATH"}, "1.40.6": {"fails": True, "tier": "MATH"}}
 OUTCOME, TIER = "test_series.py::test_outcome", "test_series.py::test_tier"
@@ -117,6 +120,9 @@ def test_bisect_names_the_build_that_changed_an_outcome_and_the_one_that_changed
     md = (bisector.h.results / "bisect" / f"{CELL}-normal-regressions" / "bisect.md").read_text()
     html = (bisector.h.results / "bisect" / f"{CELL}-normal-regressions" / "bisect.html").read_text()
     assert "last good 1.40.4, first bad 1.40.5" in md and "<td>1.40.5</td>" in html
+    # a saved record reads back whole: its reports render again from bisect.json alone, as they were
+    saved = load(bisector.h.results / "bisect" / f"{CELL}-normal-regressions")
+    assert (render.markdown(saved), render.html(saved)) == (md, html)
     assert record["whole_suite_s"] and record["saved_seconds"] is not None
     assert oct((bisector.h.results / "bisect" / f"{CELL}-normal-regressions").stat().st_mode & 0o777) == "0o700"
 

@@ -64,3 +64,32 @@ def test_a_verdict_outside_its_span_takes_the_test_out_with_why():
 def test_two_builds_need_no_step(n):
     spans, steps = walk(n, {"t::a": 1})
     assert steps == [] and groups(spans)[0][0].first_bad == 1
+
+
+def test_a_record_with_no_finished_walk_never_reads_as_located():
+    """A record whose walk did not end (no groups, no problem, not interrupted) is no answer: never `bisect OK`."""
+    from ort_gpu_matrix.plan.builds import Build
+    from ort_gpu_matrix.report.render.bisect import verdict_line
+    from ort_gpu_matrix.store.bisection import Bisection
+
+    record = Bisection("c", "normal", "regressions", {"t::a": "test passed -> failed"},
+                       [Build("1.0.0", requirement="x==1.0.0"), Build("1.0.1", requirement="x==1.0.1")])
+    assert not record.located
+    assert verdict_line(record).startswith("bisect FAILED: no change was located")
+
+
+def test_a_saved_record_renders_again_as_it_was_written(tmp_path):
+    """bisect.json keeps milliseconds: a step's time must render the same before and after (7.64951 s was 7.6 in memory and 7.7 once read back)."""
+    from ort_gpu_matrix.plan.bisection import StepRun
+    from ort_gpu_matrix.plan.builds import Build
+    from ort_gpu_matrix.report.render.bisect import markdown
+    from ort_gpu_matrix.store.bisection import Bisection, load
+
+    builds = [Build(v, requirement=f"x=={v}") for v in ("1.0.0", "1.0.1")]
+    record = Bisection("c", "normal", "regressions", {"t::a": "test passed -> failed"}, builds, whole_suite_s=3.0)
+    record.steps = [StepRun(0, builds[0], ("t::a",), {"t::a": GOOD}, {"t::a": ["passed"]}, seconds=7.64951),
+                    StepRun(1, builds[1], ("t::a",), {"t::a": BAD}, {"t::a": ["failed"] * 3}, seconds=2.05)]
+    record.groups, record.left = groups(Spans.start(2, ["t::a"]))
+    record.save(tmp_path)
+    assert markdown(load(tmp_path)) == markdown(record)
+    assert "good 1, 7.7 s" in markdown(record)  # 7.65 as stored

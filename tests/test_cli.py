@@ -190,6 +190,10 @@ def test_a_gpu_slot_sweep_starts_its_children_with_the_packaged_noxfile(tool, wh
     assert f"{CPU_CELL}-normal: PASS" in child_log, child_log[-2000:]
     sweep = json.loads((tmp_path / ".matrix" / "results" / "sweep.json").read_text())
     assert sweep["ok"] and [c["verdict"] for c in sweep["cells"]] == ["pass"]
+    # the installed bisect session follows that sweep: with no baseline it has nothing to follow, and says so
+    bisect = run(tool, "-s", "bisect", "--", "--between", "1.32.0", "1.32.0", cwd=tmp_path, env=offline)
+    assert bisect.returncode != 0 and "has no confirmed regressions" in bisect.stdout, bisect.stdout[-3000:]
+    assert "Traceback" not in bisect.stdout
 
 
 @pytest.mark.parametrize("argv, expected", [

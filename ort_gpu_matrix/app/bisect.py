@@ -22,7 +22,7 @@ from ..config.model import Matrix
 from ..config.modes import MODES
 from ..drive.bisect_step import ABSENT, Stepper
 from ..host.host import Resolved, check
-from ..plan.bisection import BAD, GOOD, Spans, StepRun, groups, next_step
+from ..plan.bisection import BAD, GOOD, StepRun, groups, next_step, replayed
 from ..plan.builds import PYPI, Build, BuildsError, Index, between, dist_of, from_versions, from_wheels
 from ..plan.cells import Cell, cells_of
 from ..store import results
@@ -221,10 +221,7 @@ def bisect(matrix: Matrix, asked: Asked, log: Callable[[str], None] = print,
         if record.problem is not None:
             record.save(where)
             return record, where
-        spans = Spans.start(len(walk), tests)
-        for s in done:  # --resume: the steps done replay, in the order they ran; halving goes on from there
-            if 0 < s.index < last:
-                spans.record(s.index, s.verdicts)
+        spans = replayed(len(walk), tests, done)  # --resume: the steps done replay; halving goes on from there
         while (step := next_step(spans)) is not None:
             index, which = step
             ran = _ran(record, where, stepper.run(index, walk[index], which, reference), log)

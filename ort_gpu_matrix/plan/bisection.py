@@ -84,6 +84,16 @@ class Group:
         return not self.untested
 
 
+def replayed(n: int, tests: Sequence[str], steps: Sequence[StepRun]) -> Spans:
+    """The spans after `steps`, in the order they ran: how --resume goes on, and how a saved record's groups are
+    found again (the ends, index 0 and n-1, are where every span starts, so they change none)."""
+    spans = Spans.start(n, tests)
+    for s in steps:
+        if 0 < s.index < n - 1:
+            spans.record(s.index, s.verdicts)
+    return spans
+
+
 def groups(spans: Spans) -> tuple[list[Group], dict[str, str]]:
     """The closed spans, one group per span; and the tests that left halving, with why."""
     by_span: dict[tuple[int, int, tuple[int, ...]], list[str]] = {}
@@ -109,6 +119,10 @@ class StepRun:
     skipped: str | None = None
     seconds: float = 0.0
     run_ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # milliseconds, as bisect.json stores them: a record read back renders exactly as the one that was written
+        object.__setattr__(self, "seconds", round(self.seconds, 3))
 
     def to_dict(self) -> dict[str, object]:
         return {"index": self.index, "build": self.build.to_dict(), "tests": list(self.tests),

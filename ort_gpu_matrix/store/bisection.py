@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plan.bisection import VERDICTS, Group, StepRun
+from ..plan.bisection import VERDICTS, Group, StepRun, groups, replayed
 from ..plan.builds import Build
 from ..util.fs import write_json
 
@@ -97,7 +97,8 @@ def _step(d: Any, builds: list[Build]) -> StepRun:
 
 
 def load(where: Path) -> Bisection:
-    """The saved bisect in `where`, its steps only (groups are found again from them)."""
+    """The saved bisect in `where`, whole: its steps as stored, its groups found again from them (so a record
+    renders again exactly as it was written), its problem and whether it was interrupted."""
     path = where / FILE
     try:
         data = json.loads(path.read_text())
@@ -111,8 +112,12 @@ def load(where: Path) -> Bisection:
     try:
         builds = [_build(b) for b in data["builds"]]
         steps = [_step(s, builds) for s in data["steps"]]
-        return Bisection(str(data["cell"]), str(data["mode"]), str(data["source"]), dict(data["followed"]), builds,
-                         steps, whole_suite_s=data.get("whole_suite_s"))
+        record = Bisection(str(data["cell"]), str(data["mode"]), str(data["source"]), dict(data["followed"]),
+                           builds, steps, problem=data.get("problem"), interrupted=bool(data.get("interrupted")),
+                           whole_suite_s=data.get("whole_suite_s"))
+        if data.get("groups") or data.get("left"):  # a walk that ended: its groups, from the steps that made them
+            record.groups, record.left = groups(replayed(len(builds), sorted(record.followed), steps))
     except (KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"{path}: is not a well-formed bisect ({exc}); fix: run the bisect again without "
                           "--resume") from None
+    return record

@@ -26,6 +26,8 @@ def verdict_line(b: Bisection) -> str:
     unplaced = [g for g in b.groups if not g.located]
     if unplaced:
         return f"bisect FAILED: {len(unplaced)} group(s) end on builds that could not be tested: a range, not a build"
+    if not b.groups:
+        return "bisect FAILED: no change was located: the walk over the builds did not end"
     return f"bisect OK: every followed change located ({len(b.groups)} group(s))"
 
 
