@@ -127,4 +127,4 @@ class StepRun:
     def to_dict(self) -> dict[str, object]:
         return {"index": self.index, "build": self.build.to_dict(), "tests": list(self.tests),
                 "verdicts": self.verdicts, "lines": self.lines, "skipped": self.skipped,
-                "seconds": round(self.seconds, 3), "run_ids": self.run_ids}
+                "seconds": self.seconds, "run_ids": self.run_ids}
