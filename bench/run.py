@@ -290,7 +290,7 @@ def _modes_matrix(cell, work: Path, scale: float) -> Path:
 def _cell_makespan(results: Path, slots: int) -> tuple[float, float, float]:
     """From a 1-slot sweep's timeline: the sum of its children's times, what whole cells in the matrix's order
     would take on `slots` slots, and what the mode-run plan would take, each child's measured time as its cost."""
-    from ort_gpu_matrix.drive.scheduler import plan, simulate
+    from ort_gpu_matrix.drive.makespan import plan, simulate
 
     runs = json.loads((results / "sweep-timeline.json").read_text())
     wall = {(t["cell"], t["mode"]): t["ended"] - t["started"] for t in runs}

@@ -6,12 +6,13 @@ pytest, never the engine. One job per module:
     inject.py      force CUDA EP provider options into every InferenceSession
     fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run() (and ORT's log on fd 2)
     epcensus.py    which EP served each session that asked for the CUDA EP, its runs, ORT's reason for a fallback
+    subtests.py    which subtest (self.subTest, the subtests fixture) is open, so what runs inside it is its own
     ortpatch.py    patch onnxruntime when the tests import it, never before
     loader.py      the libs set's loader (torch_first, ort_preload_dlls), before anything else
     syspath.py     where `import onnxruntime` will resolve for the tests, found without importing it
     audit.py       which CUDA/cuDNN files serve this process
     provenance.py  what is installed, read from metadata without importing it
-    report.py      outcomes per test, and the JSON report the engine judges
-    schema.py      the report's shape, shared with the engine
+    report.py      outcomes per test and per subtest, and the JSON report the engine judges
+    schema.py      the report's shape and the subtest ids, shared with the engine
     plugin.py      the pytest hooks that tie them together
 """

@@ -277,10 +277,18 @@ class EpCensus:
             t.native = []
         return t.reason
 
-    def take(self, test: str) -> list[dict[str, Any]]:
-        """The test's entries (schema.EpUse), in the order it met its sessions; forgotten here."""
+    def fold(self, key: str, into: str) -> None:
+        """What was gathered under `key` (a subtest) added to `into` (its test): runs summed, first fallback kept."""
+        for sid, use in self.uses.pop(key, {}).items():
+            mine = self.uses.setdefault(into, {}).setdefault(sid, Use())
+            for ep, n in use.runs.items():
+                mine.runs[ep] = mine.runs.get(ep, 0) + n
+            mine.fallback = mine.fallback or use.fallback
+
+    def take(self, test: str, keep: bool = False) -> list[dict[str, Any]]:
+        """The test's entries (schema.EpUse), in the order it met its sessions; forgotten here unless `keep`."""
         out = []
-        for sid, use in self.uses.pop(test, {}).items():
+        for sid, use in (self.uses.get(test, {}) if keep else self.uses.pop(test, {})).items():
             t = self.sessions[sid]
             entry: dict[str, Any] = {"session": sid, "asked": list(t.asked), "served": list(t.served or []),
                                      "runs": dict(use.runs)}

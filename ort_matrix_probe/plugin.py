@@ -42,6 +42,7 @@ from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
 from .schema import REPORT_VERSION, Audit, CollectionEntry, PollutionEntry, ProbeReport, TestEntry
+from .subtests import Scopes, arm_unittest, is_subtest, wrap_fixture
 from .syspath import Prediction, predict
 from .timings import Marks
 
@@ -54,6 +55,8 @@ SDPA_PROP = "ort_matrix.sdpa"
 INJECT_PROP = "ort_matrix.injections"
 UNATTRIBUTED_PROP = "ort_matrix.unattributed"
 EP_PROP = "ort_matrix.ep"
+SUBTEST_PROP = "ort_matrix.subtest"  # on a subtest's report: its id, tiers and EP uses, made where it ran
+ENV_NAMES_ENV = "ORT_MATRIX_ENV_NAMES"  # a JSON list: the variables whose values the report records, as seen here
 EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
@@ -100,13 +103,37 @@ class Probe:
         loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
-        self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(lambda: self.current)
+        self.env = _watched_env()  # before any conftest or test can change it
+        self.scopes = Scopes(lambda: self.current, self._fold)
+        self.calls: dict[str, Any] = {}  # each running test's call report, read again once pytest is done with it
+        self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(self.scopes.key)
         self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
+        self.undo_subtests = arm_unittest(self.scopes)
         self.isolation = Isolation(mode, self.process_name)
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
         target = self.pending_sdpa if cuda else self.unattributed
-        target.setdefault(self.current, []).extend(tiers_in(data))
+        target.setdefault(self.scopes.key(), []).extend(tiers_in(data))
+
+    def _fold(self, key: str, test: str) -> None:
+        """A subtest closed: what it gathered that no report of its own took now belongs to its test."""
+        for gathered in (self.pending_sdpa, self.unattributed):
+            tiers = gathered.pop(key, None)
+            if tiers:
+                gathered.setdefault(test, []).extend(tiers)
+        if self.census is not None:
+            self.census.fold(key, test)
+
+    def _attach_subtest(self, report: Any) -> None:
+        """A subtest's report, where it ran: its id, and the tiers and EP uses gathered while it was open,
+        carried in its user_properties (xdist brings them to the controller); its test keeps them too."""
+        key = self.scopes.innermost(report.nodeid)
+        tiers = self.pending_sdpa.get(key, []) if key else []
+        ep = self.census.take(key, keep=True) if key and self.census else []
+        report.user_properties.append(
+            (SUBTEST_PROP, {"id": self.scopes.name(report), "sdpa": list(tiers), "ep": ep}))
+        if key:
+            self._fold(key, report.nodeid)
 
     def on_injection(self) -> str:
         self.injected[self.current] = self.injected.get(self.current, 0) + 1
@@ -186,18 +213,21 @@ class Probe:
         self.isolation.finish(item, nextitem)  # after its teardown, and that of the scopes nextitem does not need
         self.isolation_s += time.perf_counter() - t
         self.isolation_tests += 1
+        self.scopes.forget(item.nodeid)
         self.current = OUTSIDE
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, None, None]:
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, None]:
         scope, node = str(getattr(fixturedef, "scope", "function")), getattr(request, "node", None)
         t = time.perf_counter()
         before = self.isolation.fixture_before(scope, node)
         self.isolation_s += time.perf_counter() - t
-        yield
+        outcome = yield
         t = time.perf_counter()
         self.isolation.fixture_after(scope, node, before)
         self.isolation_s += time.perf_counter() - t
+        if getattr(fixturedef, "argname", None) == "subtests" and outcome.excinfo is None:
+            wrap_fixture(outcome.get_result(), self.scopes)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, None]:
@@ -209,8 +239,17 @@ class Probe:
             rep.user_properties.append((UNATTRIBUTED_PROP, self.unattributed.pop(item.nodeid, [])))
             rep.user_properties.append((EP_PROP, self.census.take(item.nodeid) if self.census else []))
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends it: a subtest's properties must travel with it
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP, EP_PROP)
+        subtest = is_subtest(report)
+        if subtest and not any(name == SUBTEST_PROP for name, _ in report.user_properties):
+            self._attach_subtest(report)
+        elif not subtest and report.when == "call":
+            self.calls[report.nodeid] = report  # pytest may still turn it failed for its subtests (read at teardown)
+        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP, EP_PROP, SUBTEST_PROP)
+        if report.when == "teardown":
+            call = self.calls.pop(report.nodeid, None)
+            reporting.settle(self.tests[report.nodeid], call.outcome if call is not None else None)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         entry = reporting.collection_entry(report)
@@ -266,7 +305,7 @@ class Probe:
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
                 "provenance": {**provenance(), "ort_imported_version": self._imported_version()},
                 "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries],
-                "timings": {"controller": self.marks.to_dict(), **self.timings}}
+                "timings": {"controller": self.marks.to_dict(), **self.timings}, "env": self.env}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""
@@ -274,11 +313,21 @@ class Probe:
         return next((v for v in seen if v), None) or imported_version()
 
     def close(self) -> None:
+        self.undo_subtests()
         self.isolation.close()
         self.disarm()
         self.unload()
         if self.progress is not None:
             self.progress.close()
+
+
+def _watched_env() -> dict[str, str | None]:
+    """The variables the engine asked about, as this process has them: what the tests really got."""
+    try:
+        names = json.loads(os.environ.get(ENV_NAMES_ENV) or "[]")
+    except ValueError:
+        names = []
+    return {str(n): os.environ.get(str(n)) for n in names if isinstance(n, str)}
 
 
 PROBE = pytest.StashKey[Probe]()

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from .schema import CollectionEntry, ProbeReport, TestEntry
+from .schema import CollectionEntry, ProbeReport, SubtestEntry, TestEntry
 
 
 def message_of(report: Any) -> str:
@@ -32,10 +32,49 @@ def crashed(nodeid: str) -> str:
     return f"worker crashed running {nodeid}"
 
 
+def _subtest(entry: TestEntry, report: Any, prop: dict[str, Any]) -> None:
+    """One subtest's report, kept under its test with the id, tiers and EP uses the process that ran it gave."""
+    wasxfail = hasattr(report, "wasxfail")
+    if report.failed:
+        outcome, message = "failed", message_of(report)
+    elif report.skipped:
+        outcome, message = ("xfailed", str(report.wasxfail)) if wasxfail else ("skipped", message_of(report))
+    else:
+        outcome, message = "passed", ""
+    sub: SubtestEntry = {"outcome": outcome, "message": message, "sdpa": list(prop.get("sdpa") or []),
+                         "duration_s": round(getattr(report, "duration", 0.0), 4)}
+    if prop.get("ep"):
+        sub["ep"] = list(prop["ep"])
+    entry.setdefault("subtests", {})[str(prop.get("id"))] = sub
+
+
+def failed_by_subtests(n: int) -> str:
+    """A test's message when its failing subtests are what failed it (pytest's words)."""
+    return f"contains {n} failed subtest{'s' if n != 1 else ''}"
+
+
+def settle(entry: TestEntry, pytest_said: str | None) -> None:
+    """Once a test's last report is in: a test with a failing subtest is failed, and where pytest called it
+    something else (a unittest test under pytest 9 reads passed) what pytest said is kept beside it, since
+    junit counts it pytest's way. `pytest_said` is the call report's outcome as pytest left it."""
+    failing = [s for s in (entry.get("subtests") or {}).values() if s["outcome"] == "failed"]
+    own = entry.get("outcome")
+    if failing and (own in ("passed", "xpassed") or entry.get("message") == failed_by_subtests(len(failing))):
+        entry["outcome"], entry["message"], entry["by_subtests"] = "failed", failed_by_subtests(len(failing)), True
+    said = {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(pytest_said or "")
+    if said and entry.get("outcome") in ("passed", "failed") and said != entry.get("outcome"):
+        entry["pytest_outcome"] = said
+
+
 def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str,
-           ep_prop: str = "") -> None:
-    """Fold one phase report (setup, call or teardown) into its test's entry."""
+           ep_prop: str = "", subtest_prop: str = "") -> None:
+    """Fold one phase report (setup, call or teardown) into its test's entry; a subtest's into its own."""
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
+    prop = next((value for name, value in report.user_properties if name == subtest_prop), None) \
+        if subtest_prop else None
+    if isinstance(prop, dict):
+        _subtest(entry, report, prop)
+        return
     if report.when in ("setup", "call"):  # the process that ran it: an xdist worker's id, or this one
         entry["process"] = str(getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
                                or "controller")

@@ -5,13 +5,58 @@ as JSON and the probe must stay importable on the test venv's Python.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from typing import NotRequired
 
-REPORT_VERSION = 3  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep")
-READS_REPORTS = (2, 3)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+REPORT_VERSION = 4  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep"); 4: subtests, env
+READS_REPORTS = (2, 3, 4)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+SUBTEST_PLACEHOLDER = "(<subtest>)"  # a subtest with neither a message nor params, as pytest names it
+_DESCRIPTION_CHARS = 300  # a description is cut here: an id stays a line a person can read
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: different in every process
+
+
+def subtest_description(msg: object, params: dict[str, Any]) -> str:
+    """A subtest's description as pytest prints it (`[msg] (i=3, dtype='fp16')`), made stable: an object's
+    address is dropped and a long repr cut, so one subtest reads the same in every run and every process."""
+    parts = [] if msg is None else [f"[{msg}]"]
+    if params:
+        parts.append(f"({', '.join(f'{name}={value!r}' for name, value in params.items())})")
+    return stable_text(" ".join(parts) or SUBTEST_PLACEHOLDER)
+
+
+def stable_text(description: str) -> str:
+    """A description without what differs between processes (an object's address), at most _DESCRIPTION_CHARS."""
+    text = _ADDRESS.sub("", description)
+    return text if len(text) <= _DESCRIPTION_CHARS else text[:_DESCRIPTION_CHARS - 3] + "..."
+
+
+def subtest_id(nodeid: str, description: str) -> str:
+    """A subtest's id: its test's node id, a space, its description (`f.py::T::test [msg] (i=3)`)."""
+    return f"{nodeid} {description}"
+
+
+def parent_of(nodeid: str) -> str | None:
+    """The test a subtest id belongs to, or None for any other id.
+
+    A pytest node id has no space outside the brackets of its parameters after its file part; a subtest's
+    description starts after the first such space, with `[` or `(`. Read without the report, so that an id
+    alone (in a baseline, a rule's match, a rerun's selection) says whether it names a subtest."""
+    start = nodeid.find("::")
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start, len(nodeid)):
+        ch = nodeid[i]
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(depth - 1, 0)
+        elif ch == " " and depth == 0:
+            return nodeid[:i] if nodeid[i + 1:i + 2] in ("[", "(") else None
+    return None
 
 
 class EpUse(TypedDict):
@@ -26,8 +71,20 @@ class EpUse(TypedDict):
     error: NotRequired[str]  # its creation raised this and nothing served it (the test went on regardless)
 
 
+class SubtestEntry(TypedDict):
+    """One subtest (unittest's `self.subTest`, pytest's `subtests` fixture) as pytest >= 9 reports it."""
+
+    outcome: str  # passed failed skipped xfailed
+    message: str  # the first line a person reads: a skip reason, or the failure's message
+    sdpa: list[str]  # the tiers printed while it was the innermost subtest open
+    duration_s: float
+    ep: NotRequired[list[EpUse]]  # the CUDA-asking sessions built or run while it was open
+
+
 class TestEntry(TypedDict):
-    outcome: str | None  # passed failed skipped error xfailed xpassed; None until the test has one
+    # passed failed skipped error xfailed xpassed; None until the test has one. A test with a failing subtest is
+    # failed, whatever pytest called it (under pytest 9 a unittest test with failing subtests reads passed)
+    outcome: str | None
     message: str
     sdpa: list[str]  # every SdpaKernel tier the test's runs printed, in order
     duration_s: float
@@ -38,6 +95,10 @@ class TestEntry(TypedDict):
     rerun_messages: NotRequired[list[str]]  # the last few of their messages
     process: NotRequired[str]  # "controller", or the xdist worker ("gw0") that ran it
     ep: NotRequired[list[EpUse]]  # its sessions that asked for the CUDA EP (report version 3)
+    # its subtests by id (subtest_id), in the order they ended; the test's sdpa and ep include theirs (version 4)
+    subtests: NotRequired[dict[str, SubtestEntry]]
+    pytest_outcome: NotRequired[str]  # what pytest itself said, where the probe says otherwise (version 4)
+    by_subtests: NotRequired[bool]  # failed through its failing subtests only, not by its own code (version 4)
 
 
 class CollectionEntry(TypedDict):
@@ -141,3 +202,6 @@ class ProbeReport(TypedDict):
     # where each process's start went (timings.py), by "controller" or worker id; optional, so no version bump:
     # engines that predate it ignore it, and reports that predate it read as having none
     timings: NotRequired[dict[str, dict[str, float | None]]]
+    # the watched variables as the test process had them when the session began (None: unset), read from
+    # os.environ in the process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
+    env: NotRequired[dict[str, str | None]]

@@ -397,7 +397,7 @@ def _jobs(shape, tmp_path):
 
 
 def test_the_plan_beats_cell_scheduling_on_the_h200_shape(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import plan, simulate
+    from ort_gpu_matrix.drive.makespan import plan, simulate
 
     jobs = _jobs(SHAPE, tmp_path)
     total = sum(j.predicted_s for j in jobs)
@@ -412,7 +412,7 @@ def test_the_plan_beats_cell_scheduling_on_the_h200_shape(tmp_path):
 
 
 def test_the_plan_runs_what_it_knows_nothing_about_first(tmp_path):
-    from ort_gpu_matrix.drive.scheduler import plan
+    from ort_gpu_matrix.drive.makespan import plan
 
     jobs = _jobs({"a": {"normal": 3}, "b": {"normal": 5}, "c": {"normal": 1}}, tmp_path)
     jobs[2].predicted_s = None  # no data: as long as the longest
@@ -453,7 +453,8 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
     """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
     holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
     the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
-    from ort_gpu_matrix.drive.scheduler import pick, plan, simulate
+    from ort_gpu_matrix.drive.makespan import plan, simulate
+    from ort_gpu_matrix.drive.scheduler import pick
 
     normal, rc, teeth = _jobs({"a": {"normal": 10, "require_cudnn": 10, "teeth": 8}}, tmp_path)
     other, = _jobs({"b": {"normal": 10}}, tmp_path)
@@ -496,7 +497,7 @@ def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_not
     """The costs the H200's 4-slot sweep planned with (docs/evidence/one-gpu-cells-h200.md): blind to runs slowing
     each other, the search put a normal ahead of a require_cudnn, so that require_cudnn's teeth could not start
     early. With a teeth that may start early, both require_cudnn runs are first, and both teeth start with them."""
-    from ort_gpu_matrix.drive.scheduler import plan
+    from ort_gpu_matrix.drive.makespan import plan
 
     shape = {"s": {"normal": 40.6, "require_cudnn": 39.6, "teeth": 13.5},
              "t": {"normal": 40.2, "require_cudnn": 40.2, "teeth": 13.2}}

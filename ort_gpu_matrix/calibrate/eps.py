@@ -15,11 +15,11 @@ calibrate says it still fails. Fallbacks are never written down: accepting one i
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..config.model import CudaRunsRule, Observation
+from ..judge.covers import rule_covers
 from ..judge.eps import Seen, test_eps
 from ..judge.outcomes import JUDGED
 from ..judge.tiers import function_regex
@@ -44,7 +44,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Cal
     calibrated = {r.observation.cell for r in runs}
     out: list[CudaRunsRule] = []
     for rule in old:
-        hits = [(r.observation, t) for r in runs for t in r.tests if t.outcome in JUDGED and re.search(rule.test, t.nodeid)]
+        hits = [(r.observation, t) for r in runs for t in r.tests if t.outcome in JUDGED and rule_covers(rule, t.nodeid)]
         elsewhere = [o for o in rule.observed if o.cell not in calibrated]
         if not hits and not elsewhere and drop_stale(rule):
             continue

@@ -8,13 +8,13 @@ other rule calibrate writes is made from the stable tests only.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..config.expectfile import literal_regex, short
 from ..config.model import FlakyRule, Observation
 from ..judge.counts import TestResult
+from ..judge.covers import rule_covers
 from ..judge.outcomes import FAILING, first_line
 
 
@@ -71,7 +71,7 @@ def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestRe
     ran = [(r, t) for r in runs for t in r.tests]
     out = []
     for rule in old:
-        hits = [(r, t) for r, t in ran if re.search(rule.test, t.nodeid)]
+        hits = [(r, t) for r, t in ran if rule_covers(rule, t.nodeid)]
         if not hits and stale(rule):
             continue
         grown = [(r, t) for r, t in hits if t.nodeid in seen_flaky]  # a stable run outside the set is no flake
@@ -80,7 +80,7 @@ def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestRe
         evidence = _runs(hits, cell_of) if any(t.nodeid in seen_flaky for _, t in hits) else rule.runs
         out.append(FlakyRule(rule.test, outcomes, tiers, rule.reason, evidence, _observed(hits) or rule.observed))
     for nodeid, seen in seen_flaky.items():
-        if any(re.search(r.test, nodeid) for r in out):
+        if any(rule_covers(r, nodeid) for r in out):
             continue
         out.append(FlakyRule(literal_regex(nodeid), tuple(sorted({t.outcome for _, t in seen})),
                              tuple(sorted({x for _, t in seen for x in t.sdpa})), _reason(seen),

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..config.model import Observation, TierRule
+from ..judge.covers import rule_covers
 from ..judge.flaky import Seen as Ran
 from ..judge.outcomes import JUDGED
 from ..judge.tiers import breaks_of, function_of, function_regex, rule_text
@@ -87,7 +88,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callabl
     calibrated = {r.observation.cell for r in runs}
     out: list[TierRule] = []
     for rule in old:
-        hits = [r.observation for r in runs for t in r.tests if t.outcome in JUDGED and re.search(rule.test, t.nodeid)]
+        hits = [r.observation for r in runs for t in r.tests if t.outcome in JUDGED and rule_covers(rule, t.nodeid)]
         elsewhere = [o for o in rule.observed if o.cell not in calibrated]
         if not hits and not elsewhere and drop_stale(rule):
             continue

@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +57,7 @@ from ..host.host import Resolved
 from ..host.room import cores, decide, gpu_memory, workers_of
 from ..judge import eps as eprules
 from ..judge.counts import TestResult, census, collected_of, count
+from ..judge.covers import rule_covers
 from ..judge.eps import test_eps, unallowed_fallback
 from ..judge.flaky import within
 from ..judge.libraries import library_audit
@@ -116,7 +116,7 @@ def unexpected(cell: Cell, mode: str, t: TestResult, flaky: dict[str, dict[str, 
     if t.outcome not in FAILING:
         return False
     expect = cell.suite.expect[mode]
-    if any(re.search(r.test, t.nodeid) for r in expect.known_failures):
+    if any(rule_covers(r, t.nodeid) for r in expect.known_failures):
         return False
     if t.nodeid in flaky and within(flaky[t.nodeid], t.outcome, t.sdpa):
         return False

@@ -8,14 +8,23 @@ str, bool, int, tuple[str, ...], dict[str, str] or tuple[Rule, ...].
 """
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .kernels import CUDNN, teeth_message
+from .keys import KeySpec as KeySpec
+from .keys import key as key
+from .keys import keys_of as keys_of
 from .overrides import Workspace
+from .rules import FLAKY_OUTCOMES as FLAKY_OUTCOMES
+from .rules import TIER_PATTERN as TIER_PATTERN
+from .rules import CudaRunsRule as CudaRunsRule
+from .rules import FallbackRule as FallbackRule
+from .rules import FlakyRule as FlakyRule
+from .rules import Observation as Observation
+from .rules import Rule as Rule
+from .rules import TierRule as TierRule
 
 DEFAULT_TOOLS = ("pytest>=8", "pytest-xdist")
 BACKENDS = ("uv", "virtualenv", "venv")
@@ -29,57 +38,6 @@ THIS_PYTHON = "this"
 # runs the tests of its own release. A root without it is one tree for every build.
 ORT_SOURCE_REF = "{ort.source}"
 _ANY_BACKEND = "|".join(BACKENDS)
-
-
-def key(doc: str, default: Any = None, *, toml: str | None = None, required: bool = False, regex: bool = False,
-        minimum: int | None = None, example: str | None = None, pattern: str | None = None,
-        one_or_list: bool = False) -> Any:
-    """A TOML key: its doc, default and checks travel with the field. `one_or_list`: a list of
-    strings that may also be written as one string."""
-    meta = {"doc": doc, "toml": toml, "required": required, "regex": regex, "minimum": minimum, "example": example,
-            "pattern": pattern, "one_or_list": one_or_list}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@dataclass(frozen=True)
-class KeySpec:
-    name: str  # as written in TOML
-    attr: str  # the dataclass attribute
-    hint: Any
-    doc: str
-    required: bool
-    regex: bool
-    minimum: int | None
-    example: str | None
-    pattern: str | None  # a JSON Schema pattern the loader checks by hand, with a better message
-    one_or_list: bool
-    default: Any
-
-
-_KEYS: dict[type, tuple[KeySpec, ...]] = {}
-
-
-def keys_of(cls: type) -> tuple[KeySpec, ...]:
-    """The TOML keys of a model class, in declaration order (computed once per class)."""
-    if cls not in _KEYS:
-        _KEYS[cls] = _keys_of(cls)
-    return _KEYS[cls]
-
-
-def _keys_of(cls: type) -> tuple[KeySpec, ...]:
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if "doc" not in f.metadata:
-            continue
-        m = f.metadata
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        out.append(KeySpec(m["toml"] or f.name, f.name, hints[f.name], m["doc"], m["required"], m["regex"],
-                           m["minimum"], m["example"], m["pattern"], m["one_or_list"], default))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -164,85 +122,6 @@ class Libs:
                       example='"preload"', pattern=f"^({'|'.join(LOADERS)})$")
     runner: tuple[str, ...] | None = key("CI runner label(s) that have these libraries (nox -s matrix -- --github)",
                                          None, one_or_list=True, example='["self-hosted", "cuda13"]')
-
-
-@dataclass(frozen=True)
-class Observation:
-    """Where and when `nox -s calibrate` saw what a rule accepts: the review trail of a calibrated rule."""
-
-    cell: str = key("the cell (session name) it was seen in", "", required=True, example='"gpu-3.12-h200"')
-    ort: str = key("the ORT version the run reported", "", required=True, example='"1.31.1"')
-    date: str = key("the day the run started (UTC), as YYYY-MM-DD", "", required=True, example='"2026-11-30"')
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A regex on node ids and why it is tolerated."""
-
-    test: str = key("a regex searched in the node id", "", required=True, regex=True)
-    reason: str = key("why", "", required=True)
-    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
-                                            "nothing is stale only in the cells it was seen in", ())
-
-
-TIER_PATTERN = r"^[A-Z0-9_]+$"  # a tier as ORT prints it and the probe records it (any name: the list is open)
-
-
-@dataclass(frozen=True)
-class TierRule:
-    """A regex on node ids and the tiers the tests it matches must dispatch."""
-
-    test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
-                    required=True, regex=True, example='"TestMemoryEfficientGQA::"')
-    only: tuple[str, ...] = key("the tiers a matching test may dispatch, as ORT prints them (any name, XQA too); "
-                                "it must dispatch at least one of them and nothing else", (), required=True,
-                                minimum=1, pattern=TIER_PATTERN, example='["EFFICIENT_ATTENTION"]')
-    reason: str = key("why: what the tests are meant to run, or a finding to report upstream", "")
-    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
-                                            "no test that passed is stale only in the cells it was seen in", ())
-@dataclass(frozen=True)
-class FallbackRule:
-    """A test allowed to be served by another EP after asking for the CUDA EP, and for which of ORT's reasons."""
-
-    test: str = key("a regex searched in the node id", "", required=True, regex=True, example='"test_moe_"')
-    error: str = key("a regex searched in ORT's reason for the fallback (its EP error, or the library that would "
-                     "not load); a fallback with another reason still fails", "", required=True, regex=True,
-                     example='"^CUDAExecutionProvider is not in this build"')
-    reason: str = key("why it is tolerated", "", required=True)
-    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
-                                            "no fallback is stale only in the cells it was seen in", ())
-
-
-@dataclass(frozen=True)
-class CudaRunsRule:
-    """Tests that must make CUDA runs: a pass with fewer proves nothing about the GPU."""
-
-    test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
-                    required=True, regex=True, example='"TestMoE::"')
-    min: int = key("runs the CUDA EP served, at least, in each matching test that passed", 1, minimum=1)
-    reason: str = key("why: what the tests are meant to run on", "")
-    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
-                                            "no test that passed is stale only in the cells it was seen in", ())
-
-
-FLAKY_OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
-
-
-@dataclass(frozen=True)
-class FlakyRule:
-    """A test whose outcome or tiers differed between runs of one mode: every outcome and tier it showed."""
-
-    test: str = key("a regex searched in the node id", "", required=True, regex=True)
-    outcomes: tuple[str, ...] = key("every outcome it may take (passed, failed, skipped, error, xfailed, xpassed)",
-                                    (), required=True, example='["passed", "failed"]',
-                                    pattern=f"^({'|'.join(FLAKY_OUTCOMES)})$")
-    tiers: tuple[str, ...] = key("every SdpaKernel tier it may dispatch (each run's tiers must be among them)", (),
-                                 example='["EFFICIENT_ATTENTION", "FLASH_ATTENTION"]')
-    reason: str = key("why (calibrate writes the first line of a failure, cut to about 200 characters)", "",
-                      required=True)
-    runs: tuple[str, ...] = key("what each calibrated run gave, as evidence for review (not judged)", ())
-    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
-                                            "nothing is stale only in the cells it was seen in", ())
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def evidence(outcome: RunOutcome) -> Evidence:
         except JunitError as exc:
             problem = str(exc)
     return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.report_problem, outcome.digest,
-                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running)
+                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running, outcome.env)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import earlyteeth, scheduler
+from . import earlyteeth, makespan, scheduler
 
 
 def run_batch(jobs: list[scheduler.Job], slots: Sequence[str], command: scheduler.Command, hooks: scheduler.Hooks,
@@ -21,8 +21,8 @@ def run_batch(jobs: list[scheduler.Job], slots: Sequence[str], command: schedule
     the signal that stopped the batch, or None. `label` begins the plan's log line."""
     log = hooks.say
     handoff = earlyteeth.mark(jobs, len(slots), results_dir, log)  # a scoped teeth may start beside its census's run
-    order, makespan = scheduler.plan(jobs, len(slots))
-    log(f"{label}: {scheduler.describe(order, makespan, len(slots))}")
+    order, predicted = makespan.plan(jobs, len(slots))
+    log(f"{label}: {makespan.describe(order, predicted, len(slots))}")
     command = dataclasses.replace(command, args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log))
     hooks = dataclasses.replace(hooks, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
     try:

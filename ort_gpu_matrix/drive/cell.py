@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from ..host import ortsource
 from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
 from ..host.room import cores, workers_of
+from ..judge.covers import rule_covers
 from ..judge.outcomes import collected
 from ..judge.verdicts import Verdict, refused, scoped
 from ..plan.cells import Cell
@@ -59,7 +59,7 @@ def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[s
                       f'{cell.mode_session(mode)}), or set teeth_scope = "all"')
     expect = cell.suite.expect[mode]
     assert isinstance(expect, TeethExpect)
-    named = {n for n in collected(prior.outcomes) if any(re.search(rule.test, n) for rule in expect.known_toothless)}
+    named = {n for n in collected(prior.outcomes) if any(rule_covers(rule, n) for rule in expect.known_toothless)}
     keep = sorted(set(prior.dispatch.tier_tests(expect.tier)) | named)
     if not keep:
         return None, (f'teeth_scope = "cudnn": {source} dispatched no {expect.tier} test and known_toothless names none of '

@@ -13,11 +13,11 @@ child has exited.
 A cell session that overlaps its modes on one GPU (overlap.py) uses this same scheduler, its slots
 all on the GPU it was given ("" leaves CUDA_VISIBLE_DEVICES as it is); room.py says how many.
 
-The queue is longest first: each run's last known duration from the results dir (no data counts
-as the longest), with a require_cudnn ranked by the teeth that waits on it too, and one that an
-early teeth waits on kept ahead of every run nothing waits on. The order is then refined by
-simulating the schedule (`plan`, an early start included), a few hundred moves at most, and the
-predicted makespan is logged with it.
+A suite that sets CUDA_VISIBLE_DEVICES in its env decides the GPU of its runs itself (a CPU-fallback
+scenario hides the GPU with ""). Its runs get no GPU slot: they run one at a time in a lane of their
+own beside the slots (SUITE_LANE), with nothing set over the sweep's environment, and the log says so.
+
+The queue is planned in makespan.py: longest first, refined by simulating this scheduler's picks.
 
 Each child writes its own log; the terminal shows a line as each run starts and ends, and every
 30 s the runs still going. A failing or crashing child never stops the others, and its exit code
@@ -49,10 +49,10 @@ from ..plan.cells import Cell
 from . import children
 from .history import current_run, last_whole
 
+SUITE_LANE = "suite"  # the lane of the runs whose suite sets CUDA_VISIBLE_DEVICES: no GPU slot of their own
 CHILD_GRACE_S = 30.0
 STATUS_EVERY_S = 30.0
 POLL_S = 0.2  # between looks at the running children
-SEARCH_BUDGET = 400  # schedules simulated while refining the order: milliseconds for a matrix's worth of runs
 
 
 @dataclass(eq=False)  # identity: a job is one run of one child
@@ -77,6 +77,11 @@ class Job:
     @property
     def session(self) -> str:
         return self.cell.mode_session(self.mode)
+
+    @property
+    def suite_gpu(self) -> str | None:
+        """CUDA_VISIBLE_DEVICES as the suite sets it ("" hides the GPU), or None where the slot decides."""
+        return self.cell.suite.env.get("CUDA_VISIBLE_DEVICES")
 
 
 class Events(Protocol):
@@ -109,8 +114,9 @@ def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
     return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
 
 
-def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
-         slot_of: dict[Job, int], began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
+def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job], slot_of: dict[Job, int],
+         began: Mapping[Job, float] | None = None, now: float = 0.0,
+         lanes: Sequence[str] | None = None) -> tuple[Job, int] | None:
     """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
     each running job started, so that a job with `early_s` may start before its predecessor ends.
 
@@ -118,109 +124,27 @@ def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job],
     and the start it pays then (interpreter, imports, collection: much of a scoped teeth) would otherwise be
     paid after the census, on the critical path."""
     began = began or {}
-    ready = [j for j in waiting if j.after is None or j.after in finished or _early(j, began, now)]
+    ready = [j for j in waiting if (j.after is None or j.after in finished or _early(j, began, now))
+             and _lanes_for(j, free, lanes)]
     if not ready:
         return None
     job = next((j for j in ready if j.after is not None and j.after not in finished), ready[0])
+    fits = _lanes_for(job, free, lanes)
     preferred = slot_of.get(job.after) if job.after is not None else None
-    return job, preferred if preferred is not None and preferred in free else min(free)
+    return job, preferred if preferred is not None and preferred in fits else min(fits)
 
 
-def simulate(order: Sequence[Job], cost: dict[Job, float], slots: int,
-             tail: Mapping[Job, float] | None = None) -> float:
-    """The makespan of running `order` on `slots` slots as `run` does, with each job taking `cost` seconds. A job
-    started early (before its predecessor ends) ends `tail[job]` after that predecessor, or `cost` after its own
-    start if later (its start, `cost - tail`, is paid meanwhile; without a tail, half its cost is)."""
-    waiting, free = list(order), list(range(slots))
-    running: list[tuple[float, int, Job]] = []
-    finished: set[Job] = set()
-    slot_of: dict[Job, int] = {}
-    began: dict[Job, float] = {}
-    end_of: dict[Job, float] = {}
-    now = 0.0
-    while waiting or running:
-        while free and (chosen := pick(waiting, free, finished, slot_of, began, now)) is not None:
-            job, slot = chosen
-            waiting.remove(job)
-            free.remove(slot)
-            slot_of[job] = slot
-            began[job] = now
-            end = now + cost[job]
-            if job.after is not None and job.after not in finished:  # early: its tests wait for the census
-                rest = min(cost[job], (tail or {}).get(job, cost[job] / 2))
-                end = max(now + cost[job] - rest, end_of[job.after]) + rest
-            end_of[job] = end
-            running.append((end, slot, job))
-        if not running:
-            return float("inf")  # a job waits on one that is not in the plan
-        running.sort(key=lambda r: (r[0], r[1]))
-        now, slot, job = running.pop(0)
-        finished.add(job)
-        free.append(slot)
-    return now
-
-
-def plan(jobs: Sequence[Job], slots: int) -> tuple[list[Job], float | None]:
-    """The queue order, longest first and refined by simulation, and its predicted makespan (None: no data).
-
-    A run that a teeth started early waits on (its require_cudnn) stays ahead of every run that nothing waits on.
-    The simulation gives each run a fixed cost, blind to runs slowing each other down, and on one GPU they do: the
-    CPU, not the GPU, is what overlapped runs share (docs/evidence/one-gpu-cells-h200.md). Blind to that, it
-    would start a long normal first; but each require_cudnn started
-    lets its teeth's start be paid beside it, holding no core while it waits, and frees that teeth early."""
-    known = [j.predicted_s for j in jobs if j.predicted_s is not None]
-    longest = max(known, default=1.0)
-    cost = {j: j.predicted_s if j.predicted_s is not None else longest for j in jobs}
-    tail = {j: j.tail_s for j in jobs if j.tail_s is not None}
-    ahead = {j.after for j in jobs if j.early_s is not None and j.after is not None}
-
-    def chain(job: Job) -> float:  # the job and everything that waits on it
-        return cost[job] + max((chain(d) for d in jobs if d.after is job), default=0.0)
-
-    def keeps_ahead(candidate: list[Job]) -> bool:
-        free = [i for i, j in enumerate(candidate) if j not in ahead and not any(d.after is j for d in jobs)]
-        return not free or all(i < free[0] for i, j in enumerate(candidate) if j in ahead)
-
-    # unknown first among equals (it may be longer still); stable: equal ranks keep the matrix's order
-    order = sorted(jobs, key=lambda j: (j not in ahead, -chain(j), j.predicted_s is not None))
-    best = simulate(order, cost, slots, tail)
-    tried = 0
-    improved = True
-    while improved and tried < SEARCH_BUDGET:  # move one job elsewhere in the queue; keep a strictly better plan
-        improved = False
-        for i in range(len(order)):
-            for k in range(len(order)):
-                if i == k or tried >= SEARCH_BUDGET:
-                    continue
-                candidate = order[:i] + order[i + 1:]
-                candidate.insert(k, order[i])
-                if ahead and not keeps_ahead(candidate):
-                    continue
-                tried += 1
-                makespan = simulate(candidate, cost, slots, tail)
-                if makespan < best - 1e-9:
-                    order, best, improved = candidate, makespan, True
-                    break
-            if improved:
-                break
-    return order, best if known else None
-
-
-def describe(order: Sequence[Job], makespan: float | None, slots: int) -> str:
-    """The plan, for the log: the queue with each run's last known duration, and the predicted makespan."""
-    queue = ", ".join(f"{j.session} {'?' if j.predicted_s is None else f'{j.predicted_s:.1f}'} s" for j in order)
-    total = sum(j.predicted_s or 0.0 for j in order)
-    unknown = sum(j.predicted_s is None for j in order)
-    if makespan is None:
-        guess = "no predicted makespan: no run has a recorded duration yet"
-    else:
-        guess = f"predicted makespan {makespan:.1f} s of {total:.1f} s run time"
-        if unknown:
-            guess += f" ({unknown} run(s) without a recorded duration counted as the longest)"
-    return f"plan: {len(order)} mode run(s) on {slots} slot(s), longest first: {queue}; {guess}"
+def _lanes_for(job: Job, free: Sequence[int], lanes: Sequence[str] | None) -> list[int]:
+    """The free slots `job` may take: the suite lane for a run whose suite decides its GPU, a GPU slot otherwise
+    (without `lanes`, as the plan's simulation sees them, every slot is a GPU slot)."""
+    if lanes is None:
+        return list(free)
+    return [i for i in free if (lanes[i] == SUITE_LANE) == (job.suite_gpu is not None)]
 
 
 def _label(job: Job, slots: Sequence[str]) -> str:
+    if job.gpu == SUITE_LANE:
+        return f"[suite's CUDA_VISIBLE_DEVICES={job.suite_gpu!r}]"
     if not job.gpu:  # the GPU this process was given, inherited as it is (a cell session)
         return f"[slot {job.slot}]"
     return f"[gpu {job.gpu}]" if slots.count(job.gpu or "") <= 1 else f"[gpu {job.gpu} slot {job.slot}]"
@@ -275,6 +199,12 @@ def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hoo
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
     hooks = hooks or Hooks()
+    own = [j for j in order if j.suite_gpu is not None]
+    if own:
+        slots = [*slots, SUITE_LANE]
+        hooks.say(f"{len(own)} mode run(s) get no GPU slot: their suite sets CUDA_VISIBLE_DEVICES and decides their "
+                  f"GPU itself ({', '.join(f'{j.session}: {j.suite_gpu!r}' for j in own)}); they run one at a time "
+                  f"beside the {len(slots) - 1} slot(s)")
     state = _Slots(slots, list(order), list(range(len(slots))))
     last_status = time.time()
     stopped: str | None = None
@@ -282,7 +212,8 @@ def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hoo
     try:
         while state.waiting or state.running:
             while state.free and (chosen := pick(state.waiting, state.free, state.finished, state.slot_of,
-                                                 {j: j.started for j in state.running}, time.time())) is not None:
+                                                 {j: j.started for j in state.running}, time.time(),
+                                                 slots)) is not None:
                 _start(state, *chosen, command, hooks)
             if not state.running:
                 break  # nothing runs and nothing may start: a job waits on one that is not in this sweep
@@ -313,7 +244,7 @@ def _start(state: _Slots, job: Job, slot: int, command: Command, hooks: Hooks) -
     state.waiting.remove(job)
     state.free.remove(slot)
     state.slot_of[job], job.slot, job.gpu = slot, slot, state.slots[slot]
-    job.env = slot_env(job.gpu)
+    job.env = {} if job.gpu == SUITE_LANE else slot_env(job.gpu)  # the suite's own value is set in the test process
     env = {**os.environ, **job.env}
     argv = command.argv(job, own)
     job.log.parent.mkdir(parents=True, exist_ok=True)

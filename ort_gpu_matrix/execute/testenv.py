@@ -28,9 +28,18 @@ SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRA
 PYCACHE = ".pycache"
 
 
+ENV_NAMES = "ORT_MATRIX_ENV_NAMES"  # the probe reports these variables as the test process has them
+ALWAYS_WATCHED = ("CUDA_VISIBLE_DEVICES",)  # decides the GPU whoever set it: a slot, the caller or the suite
+
+
 def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: Mapping[str, str],
              inherited: Mapping[str, str] = os.environ) -> tuple[dict[str, str], dict[str, str]]:
-    """The full environment of the test process, and the part of it the result records."""
+    """The full environment of the test process, and what the harness and the suite set in it (the probe
+    reports those variables back as the process had them: the result records that, not this).
+
+    A harness value that is empty is not set (no LD_PRELOAD without pinned libraries). A suite's value is set
+    exactly as written, the empty string included: `CUDA_VISIBLE_DEVICES = ""` hides the GPU, which leaving it
+    unset would not."""
     mode_spec = spec(mode)
     preload, pythonpath, suite_env = resolved.preload, resolved.pythonpath, suite.env
     options = {**suite.provider_options, **mode_spec.forced_options}
@@ -41,10 +50,10 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
         "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
         **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode_spec.require_cudnn else {}),
-        **suite_env,
     }
+    applied = {**{k: v for k, v in applied.items() if v}, **suite_env}
     env = {k: v for k, v in inherited.items() if k not in SCRUBBED and not k.startswith(HARNESS_PREFIX)}
-    env.update({k: v for k, v in applied.items() if v})
+    env.update(applied)
     env.update({
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         "VIRTUAL_ENV": str(venv),
@@ -52,6 +61,7 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "PYTHONNOUSERSITE": "1",
         "PYTHONPYCACHEPREFIX": str(venv / PYCACHE),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        ENV_NAMES: json.dumps(sorted({*applied, *ALWAYS_WATCHED, "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH"})),
         **channels,
     })
     return env, applied

@@ -5,6 +5,7 @@ the counts junit is checked against and the census teeth's coverage reads cannot
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,6 +20,13 @@ class TestResult:
     sdpa: tuple[str, ...]
     reruns: int = 0  # failed attempts before this outcome (pytest-rerunfailures)
     ep: tuple[EpUse, ...] = ()  # the probe's EP census: each CUDA-asking session it built or ran
+    parent: str | None = None  # a subtest: the node id of the test it ran in (its own id extends that one)
+    by_subtests: bool = False  # a test failed by its failing subtests alone: they carry the failure, by name
+    pytest_outcome: str | None = None  # what pytest called it, where the probe says otherwise (junit counts so)
+
+    @property
+    def is_subtest(self) -> bool:
+        return self.parent is not None
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,15 @@ class Counts:
     skipped: int = 0
     xfailed: int = 0
     xpassed: int = 0
+    # subtests, apart from the tests that hold them (as pytest's summary counts them)
+    subtests_passed: int = 0
+    subtests_failed: int = 0
+    subtests_skipped: int = 0
+    subtests_xfailed: int = 0
+
+    @property
+    def subtests(self) -> int:
+        return self.subtests_passed + self.subtests_failed + self.subtests_skipped + self.subtests_xfailed
 
 
 @dataclass(frozen=True)
@@ -52,16 +69,41 @@ def collected_of(report: ProbeReport | None, fallback: int | None) -> int | None
 
 
 def count(report: ProbeReport | None, tests: list[TestResult], collected: int | None = None) -> Counts:
-    c = Counter(t.outcome for t in tests)
+    c = Counter(t.outcome for t in tests if not t.is_subtest)
+    s = Counter(t.outcome for t in tests if t.is_subtest)
     if collected is None:
         collected = len(report["tests"] if report else {})
     return Counts(collected=collected, passed=c["passed"], failed=c["failed"], errors=c["error"],
-                  skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"])
+                  skipped=c["skipped"], xfailed=c["xfailed"], xpassed=c["xpassed"], subtests_passed=s["passed"],
+                  subtests_failed=s["failed"], subtests_skipped=s["skipped"], subtests_xfailed=s["xfailed"])
+
+
+def units(tests: list[TestResult]) -> list[TestResult]:
+    """What dispatched, one entry per place it ran: each subtest, and a test for the tiers it printed outside
+    its subtests. A test's own tiers include its subtests', so counting both would count each token twice."""
+    inside: dict[str, Counter[str]] = {}
+    for t in tests:
+        if t.parent is not None:
+            inside.setdefault(t.parent, Counter()).update(t.sdpa)
+    out = []
+    for t in tests:
+        left = inside.get(t.nodeid)
+        if left is None or t.is_subtest:
+            out.append(t)
+            continue
+        own = []
+        for tier in t.sdpa:
+            if left[tier] > 0:
+                left[tier] -= 1
+            else:
+                own.append(tier)
+        out.append(dataclasses.replace(t, sdpa=tuple(own)))
+    return out
 
 
 def census(tests: list[TestResult]) -> Dispatch:
-    """Every SdpaKernel token of every test, in order, with totals per tier."""
-    per_test = {t.nodeid: list(t.sdpa) for t in tests if t.sdpa}
+    """Every SdpaKernel token of every test and subtest, in order, with totals per tier (units: none twice)."""
+    per_test = {t.nodeid: list(t.sdpa) for t in units(tests) if t.sdpa}
     tokens = Counter(tier for tiers in per_test.values() for tier in tiers)
     tests_per_tier = Counter(tier for tiers in per_test.values() for tier in set(tiers))
     return Dispatch(per_test, dict(sorted(tokens.items())), dict(sorted(tests_per_tier.items())))

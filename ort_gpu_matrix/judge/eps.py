@@ -29,6 +29,7 @@ from ort_matrix_probe.schema import EpUse
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
+from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
 from .tiers import function_of
 
@@ -147,7 +148,7 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
 
 def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:
     """The test regex of the first rule that accepts this test's fallback with ORT's reason, or None."""
-    rule = next((r for r in rules if re.search(r.test, nodeid) and re.search(r.error, reason)), None)
+    rule = next((r for r in rules if rule_covers(r, nodeid) and re.search(r.error, reason)), None)
     return None if rule is None else rule.test
 
 
@@ -180,8 +181,8 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
     for rule in expect.allowed_fallbacks:
         if any(f.allowed_by == rule.test and re.search(rule.error, f.reason) for f in fallbacks):
             continue
-        near = [f.line() for f in fallbacks if re.search(rule.test, f.nodeid)]
-        ran = [t.nodeid for t in tests if re.search(rule.test, t.nodeid)]
+        near = [f.line() for f in fallbacks if rule_covers(rule, f.nodeid)]
+        ran = [t.nodeid for t in tests if rule_covers(rule, t.nodeid)]
         what = ("no fallback had a reason it matches" if near else
                 "no test it matches fell back" if ran else GONE)
         out.stale.append(("allowed_fallbacks", rule, what, near or ran))
@@ -195,9 +196,9 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
 
 
 def _cuda_runs(rule: CudaRunsRule, tests: Sequence[Seen], census_: EpCensus, out: Judged) -> list[str]:
-    judged = [t for t in tests if t.outcome in JUDGED and re.search(rule.test, t.nodeid)]
+    judged = [t for t in tests if t.outcome in JUDGED and rule_covers(rule, t.nodeid)]
     if not judged:
-        others = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        others = [f"{t.nodeid} ({t.outcome})" for t in tests if rule_covers(rule, t.nodeid)]
         out.stale.append(("cuda_runs", rule, "it matched no test that passed" if others else GONE, others))
         return []
     short = []

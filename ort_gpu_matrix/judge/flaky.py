@@ -9,17 +9,17 @@ compares the way the sweep did without reading the matrix.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ..config.model import FlakyRule
+from .covers import rule_covers
 
 FlakySet = Mapping[str, Sequence[str]]  # {"outcomes": [...], "tiers": [...]}
 
 
 def rule_for(rules: Iterable[FlakyRule], nodeid: str) -> FlakyRule | None:
-    return next((r for r in rules if re.search(r.test, nodeid)), None)
+    return next((r for r in rules if rule_covers(r, nodeid)), None)
 
 
 def within(allowed: FlakySet, outcome: str, tiers: Iterable[str]) -> bool:

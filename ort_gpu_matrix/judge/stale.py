@@ -6,11 +6,11 @@ rule says, and in which cells one counts.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..config.model import Rule
 from .counts import TestResult
+from .covers import rule_covers
 from .outcomes import GONE, listing
 
 
@@ -44,9 +44,9 @@ def stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[Test
     """The known_failures rules that matched none of the `failing` tests, each with what its tests did instead."""
     out = []
     for rule in rules:
-        if any(re.search(rule.test, n) for n in failing):
+        if any(rule_covers(rule, n) for n in failing):
             continue
-        ran = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        ran = [f"{t.nodeid} ({t.outcome})" for t in tests if rule_covers(rule, t.nodeid)]
         what = "no longer fails" if ran else GONE
         out.append(StaleRule("known_failures", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
                              listing(ran)))

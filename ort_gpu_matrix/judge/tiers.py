@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
+from .covers import rule_covers
 from .flaky import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
 from .outcomes import GONE, JUDGED, listing
 
@@ -90,7 +91,7 @@ class Judged:
 
 def breaks_of(rule: TierRule, tests: Sequence[Ran]) -> list[Break]:
     return [Break(rule, t.nodeid, tuple(t.sdpa)) for t in tests if t.outcome in JUDGED
-            and re.search(rule.test, t.nodeid) and (not t.sdpa or any(x not in rule.only for x in t.sdpa))]
+            and rule_covers(rule, t.nodeid) and (not t.sdpa or any(x not in rule.only for x in t.sdpa))]
 
 
 def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
@@ -102,9 +103,9 @@ def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
             out.breaks += broken
             out.reasons.append(f"tier rule {rule_text(rule)} broken by {len(broken)} test(s): "
                                + listing([b.line() for b in broken]))
-        if any(t.outcome in JUDGED and re.search(rule.test, t.nodeid) for t in tests):
+        if any(t.outcome in JUDGED and rule_covers(rule, t.nodeid) for t in tests):
             continue
-        others = [f"{t.nodeid} ({t.outcome})" for t in tests if re.search(rule.test, t.nodeid)]
+        others = [f"{t.nodeid} ({t.outcome})" for t in tests if rule_covers(rule, t.nodeid)]
         out.stale.append(Stale(rule, "it matched no test that passed" if others else GONE, others))
     return out
 

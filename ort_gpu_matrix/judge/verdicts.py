@@ -25,11 +25,13 @@ from ..config.modes import Mode
 from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree, skew
 from . import eps as eprules
+from . import subtests
 from . import tiers as tierrules
 from .counts import Counts, Dispatch, TestResult, census, collected_of, count
+from .covers import rule_covers
 from .flaky import judged
 from .libraries import Libraries, library_audit
-from .outcomes import FAILING, GONE, bites, first_line, listing, teardown_of
+from .outcomes import FAILING, GONE, first_line, listing, teardown_of
 from .pollution import warnings as pollution_warnings
 from .stale import StaleRule, stale_failures, stale_in
 from .witnesses import Evidence, cross_checks
@@ -116,10 +118,14 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
     for nodeid, t in report.get("tests", {}).items():
         if t.get("outcome"):
             out.append(TestResult(nodeid, str(t["outcome"]), t.get("message", ""), tuple(t.get("sdpa", [])),
-                                  int(t.get("reruns", 0)), tuple(t.get("ep", ()))))
+                                  int(t.get("reruns", 0)), tuple(t.get("ep", ())),
+                                  by_subtests=bool(t.get("by_subtests")), pytest_outcome=t.get("pytest_outcome")))
         else:  # reported on, but without an outcome: its process died under it
             out.append(TestResult(nodeid, "error", f"worker crashed running {nodeid}", (),
                                   ep=tuple(t.get("ep", ()))))
+        for sub_id, sub in (t.get("subtests") or {}).items():
+            out.append(TestResult(sub_id, str(sub["outcome"]), sub.get("message", ""), tuple(sub.get("sdpa", [])),
+                                  ep=tuple(sub.get("ep", ())), parent=nodeid))
         if t.get("teardown_error"):
             out.append(TestResult(teardown_of(nodeid), "error", t.get("teardown_error", ""), ()))
     for c in report.get("collection", []):
@@ -128,7 +134,7 @@ def tests_of(report: ProbeReport | None) -> list[TestResult]:
 
 
 def _matches(rules: tuple[Rule, ...], nodeid: str) -> bool:
-    return any(re.search(r.test, nodeid) for r in rules)
+    return any(rule_covers(r, nodeid) for r in rules)
 
 
 def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: list[str]) -> None:
@@ -157,7 +163,7 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     if bad_skips:
         out.reasons.append(f"{len(bad_skips)} skip(s) not in allowed_skips: {listing(bad_skips)}")
     bad = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests if t.nodeid not in flaky
-           and t.outcome in FAILING and not _matches(expect.known_failures, t.nodeid)]
+           and t.outcome in FAILING and not t.by_subtests and not _matches(expect.known_failures, t.nodeid)]
     if bad:
         out.reasons.append(f"{len(bad)} unexpected failure(s): {listing(bad)}")
     out.stale += stale_failures(expect.known_failures, [t.nodeid for t in tests if t.outcome in FAILING],
@@ -176,12 +182,12 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
 def _flaky(expect: DispatchExpect, tests: list[TestResult], out: Findings) -> set[str]:
     """The tests a known_flaky rule accepts as they ran (judged by nothing else); a reason for those outside
     their rule's set; a stale rule for each rule no test matched."""
-    matched = [t for t in tests if any(re.search(r.test, t.nodeid) for r in expect.known_flaky)]
+    matched = [t for t in tests if any(rule_covers(r, t.nodeid) for r in expect.known_flaky)]
     accepted, outside, _ = judged(expect.known_flaky, matched)
     if outside:
         out.reasons.append(f"{len(outside)} known-flaky test(s) did what their rule does not list: {listing(outside)}")
     for rule in expect.known_flaky:
-        if not any(re.search(rule.test, t.nodeid) for t in tests):
+        if not any(rule_covers(rule, t.nodeid) for t in tests):
             out.stale.append(StaleRule("known_flaky", rule.test, rule.reason, GONE,
                                        tuple(o.cell for o in rule.observed), ""))
     return accepted | {t.nodeid for t in matched}
@@ -195,14 +201,15 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     assert isinstance(expect, TeethExpect)
     out = Findings()
     flaky = _flaky(expect, tests, out)
-    bitten = {t.nodeid for t in tests if bites(t.outcome, t.message, expect.canary)}
+    bitten = subtests.bitten(tests, expect.canary)
+    carried = subtests.carried(tests)
     other = [f"{t.nodeid} {t.outcome}: {first_line(t.message)}" for t in tests
              if t.outcome in FAILING and t.nodeid not in bitten and t.nodeid not in flaky
-             and not _matches(expect.known_failures, t.nodeid)]
+             and t.nodeid not in carried and not _matches(expect.known_failures, t.nodeid)]
     if not any(t.outcome in FAILING for t in tests):
         out.reasons.append("canary has no teeth: nothing failed with MATH forced")
-    elif len(bitten) < expect.min_failures:
-        out.reasons.append(f"{len(bitten)} test(s) failed with exactly {expect.canary!r}, "
+    elif len(bitten - carried) < expect.min_failures:  # a test bitten through its subtests counts through them
+        out.reasons.append(f"{len(bitten - carried)} test(s) failed with exactly {expect.canary!r}, "
                            f"min_failures is {expect.min_failures}")
     if other:
         out.reasons.append(f"{len(other)} failure(s) other than the canary's: {listing(other)}")
@@ -227,10 +234,10 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
         out.reasons.append(f"{len(undeclared)} toothless test(s): dispatched {tier} in require_cudnn but did not "
                            f"fail with the verbatim message when MATH was forced: {listing(undeclared)}")
     for rule in expect.known_toothless:
-        if any(re.search(rule.test, n) for n in toothless):
+        if any(rule_covers(rule, n) for n in toothless):
             continue
-        biting = [n for n in tier_tests if n in bitten and re.search(rule.test, n)]
-        others = sorted(t.nodeid for t in tests if t.nodeid not in tier_tests and re.search(rule.test, t.nodeid))
+        biting = [n for n in tier_tests if n in bitten and rule_covers(rule, n)]
+        others = sorted(t.nodeid for t in tests if t.nodeid not in tier_tests and rule_covers(rule, t.nodeid))
         listed = biting or others
         what = "it now bites" if biting else f"no longer a {tier} test in require_cudnn" if others else GONE
         out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),

@@ -13,6 +13,7 @@ from ort_matrix_probe.schema import ProbeReport
 from ..execute.junit import JunitCounts
 from .counts import Counts, TestResult
 from .outcomes import listing
+from .subtests import junit_counts
 
 EXIT_MEANING = {
     2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
@@ -37,6 +38,18 @@ class Evidence:
     collected: int | None  # from the probe's progress file, for runs that wrote no report
     stopped: str | None = None
     running: tuple[str, ...] = ()
+    meant_env: dict[str, str] | None = None  # what the harness and the suite set for the test process
+
+
+def env_reasons(meant: dict[str, str] | None, report: ProbeReport) -> list[str]:
+    """A variable the harness or the suite set that the test process did not have as set: its run is not the
+    run the config describes (a suite's CUDA_VISIBLE_DEVICES = "" that never arrived ran on the GPU)."""
+    seen = report.get("env")
+    if not meant or not isinstance(seen, dict):
+        return []
+    wrong = [f"{name}={value!r} (the test process had {'it unset' if seen[name] is None else repr(seen[name])})"
+             for name, value in sorted(meant.items()) if name in seen and seen[name] != value]
+    return [f"the environment set for the test process did not reach it: {listing(wrong)}"] if wrong else []
 
 
 def _pytest_exit(code: int, reasons: list[str]) -> None:
@@ -76,15 +89,17 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
         reasons.append("pytest exited 1 but no failure was recorded")
     elif ev.exit_code == 0 and failing:
         reasons.append(f"pytest exited 0 but {failing} failure(s) or error(s) were recorded")
+    reasons += env_reasons(ev.meant_env, report)
     with_outcome = len([t for t in report.get("tests", {}).values() if t.get("outcome")])
     if counts.collected > with_outcome:
         reasons.append(f"{counts.collected} collected, {with_outcome} with an outcome")
     if ev.junit_problem:
         reasons.append(ev.junit_problem)
     elif ev.junit is not None:
+        failures, errors, skipped = junit_counts(tests)  # subtests included, each test as pytest called it
         sides = [(name, mine, theirs) for name, mine, theirs in (
-            ("failed", counts.failed, ev.junit.failures), ("errors", counts.errors, ev.junit.errors),
-            ("skipped or xfailed", counts.skipped + counts.xfailed, ev.junit.skipped)) if mine != theirs]
+            ("failed", failures, ev.junit.failures), ("errors", errors, ev.junit.errors),
+            ("skipped or xfailed", skipped, ev.junit.skipped)) if mine != theirs]
         if sides:
             listed = "; ".join(f"{name}: the probe {mine}, junit {theirs}" for name, mine, theirs in sides)
             reasons.append(f"the probe's report and pytest's junit file disagree ({listed})")

@@ -43,12 +43,13 @@ from ..util import typecheck
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
 
-SCHEMA_VERSION = 4  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
-# coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test
+SCHEMA_VERSION = 5  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
+# coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test;
+# 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset)
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
 # result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
 # result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION, tier_tests that
-READS = (1, 2, 3, 4)
+READS = (1, 2, 3, 4, 5)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set
 T = TypeVar("T")
 
 
@@ -113,7 +114,7 @@ class Result:
     pytest_exit_code: int | None  # None: the harness stopped the run before pytest ended
     started: str
     duration_s: float
-    env: dict[str, str]
+    env: dict[str, str | None]  # what the harness and the suite set, as the test process had it (None: unset)
     command: list[str]
     workdir: str
     log: str | None
@@ -234,6 +235,26 @@ def new_run_id(started: float) -> str:
     return f"{stamp}-{secrets.token_hex(4)}"
 
 
+def seen_env(outcome: RunOutcome) -> dict[str, str | None]:
+    """The variables the harness and the suite set, as the probe read them in the test process; what the
+    harness meant to set where no report says (a run that died before its report)."""
+    seen = outcome.report.get("env") if outcome.report else None
+    return dict(seen) if isinstance(seen, dict) else dict(outcome.env)
+
+
+def gpu_env(outcome: RunOutcome) -> dict[str, str]:
+    """The environment that decided the run's GPU: a slot's, then the suite's CUDA_VISIBLE_DEVICES as it arrived."""
+    env = {**os.environ, **outcome.given}
+    seen = seen_env(outcome)
+    if "CUDA_VISIBLE_DEVICES" in seen:
+        value = seen["CUDA_VISIBLE_DEVICES"]
+        if value is None:
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = value
+    return env
+
+
 def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, source: SourceTree | None = None) -> Result:
     """The one place a Result is made: from the run's outcome and its verdict."""
     isolation, polluters = pollution.of(outcome.report)
@@ -249,7 +270,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         pytest_exit_code=outcome.exit_code,
         started=datetime.fromtimestamp(outcome.started, UTC).isoformat(timespec="seconds"),
         duration_s=outcome.duration_s,
-        env=outcome.env,
+        env=seen_env(outcome),
         command=outcome.command,
         workdir=str(outcome.workdir),
         log=None,
@@ -263,7 +284,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         outcomes=verdict.outcomes,
         reruns=verdict.reruns,
         host=socket.gethostname(),
-        gpu=gpus.this_run({**os.environ, **outcome.given}),
+        gpu=gpus.this_run(gpu_env(outcome)),
         run_id=run_id,
         stopped=outcome.stopped,
         gpu_memory=outcome.gpu_memory,

@@ -1,0 +1,43 @@
+"""Whether a rule's regex covers an id: a test's, or a subtest's only where the rule says so.
+
+A subtest's id extends its test's (`f.py::T::test [msg] (i=3)`), so a regex searched in ids matches every
+subtest of each test it matches. A rule written for a test is about that test: a known failure of the test
+does not make each failing subtest expected, and a release engineer who wants that writes it down, with
+`subtests = true`. A regex that matches a subtest's id but not its test's names the subtest and covers it.
+Every judge and calibrate ask here, so the rule reads the same in a verdict, a rerun and a stale check.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Protocol
+
+from ort_matrix_probe.schema import parent_of
+
+
+class Matching(Protocol):
+    @property
+    def test(self) -> str: ...
+
+    @property
+    def subtests(self) -> bool: ...
+
+
+def covers(pattern: str, nodeid: str, subtests: bool = False) -> bool:
+    """`pattern` covers `nodeid`: it matches, and for a subtest, it names the subtest or says `subtests`."""
+    if not re.search(pattern, nodeid):
+        return False
+    parent = parent_of(nodeid)
+    return parent is None or subtests or not re.search(pattern, parent)
+
+
+def rule_covers(rule: Matching, nodeid: str) -> bool:
+    return covers(rule.test, nodeid, rule.subtests)
+
+
+def any_covers(rules: Iterable[Matching], nodeid: str) -> bool:
+    return any(covers(r.test, nodeid, r.subtests) for r in rules)
+
+
+def first_covering(rules: Iterable[Matching], nodeid: str) -> Matching | None:
+    return next((r for r in rules if covers(r.test, nodeid, r.subtests)), None)
