@@ -41,6 +41,7 @@ from .loader import LOADER_ENV, recheck
 from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
+from .report import EP_PROP, INJECT_PROP, SDPA_PROP, SUBTEST_PROP, UNATTRIBUTED_PROP
 from .schema import REPORT_VERSION, Audit, CollectionEntry, PollutionEntry, ProbeReport, TestEntry
 from .subtests import Scopes, arm_unittest, is_subtest, wrap_fixture
 from .syspath import Prediction, predict
@@ -51,11 +52,6 @@ DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
 PROGRESS_ENV = "ORT_MATRIX_PROGRESS"
 OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
 KEEP_ENV = "ORT_MATRIX_KEEP"
-SDPA_PROP = "ort_matrix.sdpa"
-INJECT_PROP = "ort_matrix.injections"
-UNATTRIBUTED_PROP = "ort_matrix.unattributed"
-EP_PROP = "ort_matrix.ep"
-SUBTEST_PROP = "ort_matrix.subtest"  # on a subtest's report: its id, tiers and EP uses, made where it ran
 ENV_NAMES_ENV = "ORT_MATRIX_ENV_NAMES"  # a JSON list: the variables whose values the report records, as seen here
 EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
 OUTSIDE = "<outside any test>"
@@ -246,7 +242,7 @@ class Probe:
             self._attach_subtest(report)
         elif not subtest and report.when == "call":
             self.calls[report.nodeid] = report  # pytest may still turn it failed for its subtests (read at teardown)
-        reporting.record(self.tests, report, SDPA_PROP, INJECT_PROP, UNATTRIBUTED_PROP, EP_PROP, SUBTEST_PROP)
+        reporting.record(self.tests, report)
         if report.when == "teardown":
             call = self.calls.pop(report.nodeid, None)
             reporting.settle(self.tests[report.nodeid], call.outcome if call is not None else None)

@@ -14,6 +14,15 @@ from typing import Any
 
 from .schema import CollectionEntry, ProbeReport, SubtestEntry, TestEntry
 
+# what travels on a test's reports as user_properties (so xdist brings it to the controller): on its teardown
+# report its tiers, injections, tiers printed while only CPU sessions ran and EP uses; on a subtest's report
+# the subtest's id, tiers and EP uses, made where it ran
+SDPA_PROP = "ort_matrix.sdpa"
+INJECT_PROP = "ort_matrix.injections"
+UNATTRIBUTED_PROP = "ort_matrix.unattributed"
+EP_PROP = "ort_matrix.ep"
+SUBTEST_PROP = "ort_matrix.subtest"
+
 
 def message_of(report: Any) -> str:
     """The line a person reads first: a skip reason, or the crash message of a failure."""
@@ -66,12 +75,10 @@ def settle(entry: TestEntry, pytest_said: str | None) -> None:
         entry["pytest_outcome"] = said
 
 
-def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop: str, unattributed_prop: str,
-           ep_prop: str = "", subtest_prop: str = "") -> None:
+def record(tests: dict[str, TestEntry], report: Any) -> None:
     """Fold one phase report (setup, call or teardown) into its test's entry; a subtest's into its own."""
     entry = tests.setdefault(report.nodeid, {"outcome": None, "message": "", "sdpa": [], "duration_s": 0.0})
-    prop = next((value for name, value in report.user_properties if name == subtest_prop), None) \
-        if subtest_prop else None
+    prop = next((value for name, value in report.user_properties if name == SUBTEST_PROP), None)
     if isinstance(prop, dict):
         _subtest(entry, report, prop)
         return
@@ -100,13 +107,13 @@ def record(tests: dict[str, TestEntry], report: Any, sdpa_prop: str, inject_prop
         if report.failed:
             entry["teardown_error"] = message_of(report)
         for name, value in report.user_properties:
-            if name == sdpa_prop:
+            if name == SDPA_PROP:
                 entry["sdpa"] = list(value)
-            elif name == inject_prop:
+            elif name == INJECT_PROP:
                 entry["injections"] = int(value)
-            elif name == unattributed_prop and value:
+            elif name == UNATTRIBUTED_PROP and value:
                 entry["unattributed"] = list(value)
-            elif name == ep_prop and value:
+            elif name == EP_PROP and value:
                 entry["ep"] = list(value)
 
 

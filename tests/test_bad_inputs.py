@@ -185,7 +185,7 @@ ROWS = [
     ('cuda_runs with min 0', lambda b, tmp: b + '[suite.s.expect.normal]\ncuda_runs = [{ test = "x", min = 0 }]\n',
      [('suite.s.expect.normal.cuda_runs[0].min', 'must be a whole number >= 1, found 0', 'write min = 1')]),
     ('cuda_runs with a misspelt key', lambda b, tmp: b + '[suite.s.expect.normal]\ncuda_runs = [{ test = "x", minimum = 2 }]\n',
-     [('suite.s.expect.normal.cuda_runs[0].minimum', 'unknown key', 'remove it, or use one of: min, observed, reason, test')]),
+     [('suite.s.expect.normal.cuda_runs[0].minimum', 'unknown key', 'remove it, or use one of: min, observed, reason, subtests, test')]),
     ('cuda_runs as a table', lambda b, tmp: b + '[suite.s.expect.normal]\ncuda_runs = { test = "x" }\n',
      [('suite.s.expect.normal.cuda_runs', 'must be a list of tables', 'write cuda_runs = [{ test = "regex", reason = "why" }]')]),
     ('known_failures entry without reason', lambda b, tmp: b + '[suite.s.expect.normal]\nknown_failures = [{ test = "x" }]\n',

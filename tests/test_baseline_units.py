@@ -38,7 +38,8 @@ def test_a_mode_record_keeps_each_tests_outcome_tiers_and_reruns():
                isolation="restore")
     rec = ModeRecord.of(r)
     assert rec == ModeRecord("fail", {"collected": 3, "passed": 1, "failed": 1, "errors": 0, "skipped": 1, "xfailed": 0,
-                                      "xpassed": 0},
+                                      "xpassed": 0, "subtests_passed": 0, "subtests_failed": 0, "subtests_skipped": 0,
+                                      "subtests_xfailed": 0},
                              {"t::a": Line("passed", (CUDNN, MATH), 2), "t::b": Line("failed", (CUDNN,)),
                               "t::c": Line("skipped")}, None,
                              {"pinned": {}, "cudnn_copies": [], "cudnn_by_name": [], "cudart_by_name": [], "cuda_stack": [],

@@ -74,7 +74,7 @@ def test_an_empty_pythonpath_drops_the_inherited_one(harness, tmp_path, fake_lib
     r = _env_run(harness, tmp_path, fake_libs, "inherited")
     assert r["counts"]["passed"] == 2
     assert r["verdict"] == "pass", r["reasons"]
-    assert r["env"]["PYTHONPATH"] == "" and r["env"]["LD_PRELOAD"] == ""
+    assert r["env"]["PYTHONPATH"] is None and r["env"]["LD_PRELOAD"] is None  # unset in the test process
 
 
 def test_the_test_process_runs_in_its_private_dir(harness, tmp_path, fake_libs):

@@ -9,7 +9,8 @@ def test_all_pass_passes(harness):
     r = run.result("normal")
     assert run.proc.returncode == 0, run.output
     assert r["verdict"] == "pass" and r["reasons"] == []
-    assert r["counts"] == {"collected": 2, "passed": 2, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
+    assert r["counts"] == {"collected": 2, "passed": 2, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0, "xpassed": 0,
+                           "subtests_passed": 0, "subtests_failed": 0, "subtests_skipped": 0, "subtests_xfailed": 0}
     assert r["pytest_exit_code"] == 0
     assert "cell t-" in run.output and "PASS" in run.output  # the table
 

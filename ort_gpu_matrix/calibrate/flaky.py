@@ -78,7 +78,8 @@ def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestRe
         outcomes = tuple(sorted({*rule.outcomes, *(t.outcome for _, t in grown)}))
         tiers = tuple(sorted({*rule.tiers, *(x for _, t in grown for x in t.sdpa)}))
         evidence = _runs(hits, cell_of) if any(t.nodeid in seen_flaky for _, t in hits) else rule.runs
-        out.append(FlakyRule(rule.test, outcomes, tiers, rule.reason, evidence, _observed(hits) or rule.observed))
+        out.append(FlakyRule(rule.test, outcomes, tiers, rule.reason, evidence, _observed(hits) or rule.observed,
+                             rule.subtests))
     for nodeid, seen in seen_flaky.items():
         if any(rule_covers(r, nodeid) for r in out):
             continue

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ort_matrix_probe.schema import parent_of
+
 from ..config.expectfile import short
 from ..config.kernels import CUDNN, MATH, TEETH_MESSAGE
 from ..config.model import Observation, Suite, TeethExpect
@@ -87,7 +89,7 @@ def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
     bitten = bitten_in(seen) if seen.mode == "teeth" else set()
     items = []
     for t in seen.tests:
-        if t.outcome not in FAILING or t.nodeid in bitten:
+        if t.outcome not in FAILING or t.nodeid in bitten or t.by_subtests:  # its failing subtests are items
             continue
         line = first_line(t.message)
         if any(c in line for c in canaries):
@@ -153,10 +155,34 @@ def skip_note(items: Sequence[Item]) -> str:
     return ", ".join(f"{cell}: {n} test(s)" for cell, n in sorted(per.items()))
 
 
-def uncovered(patterns: Sequence[str], items: Sequence[Item]) -> dict[str, list[Item]]:
-    """Items no pattern matches, grouped by their text, in order."""
+def uncovered(covered: Callable[[str], bool], items: Sequence[Item]) -> dict[str, list[Item]]:
+    """Items `covered` does not accept, grouped by their text, in order."""
     out: dict[str, list[Item]] = {}
     for i in items:
-        if not any(search(p, i.text) for p in patterns):
+        if not covered(i.text):
             out.setdefault(i.text, []).append(i)
     return dict(sorted(out.items()))
+
+
+def folded(grouped: dict[str, list[Item]]) -> tuple[dict[str, list[Item]], dict[str, list[Item]]]:
+    """(the items left one by one, and per test the items of its subtests written as one rule).
+
+    A test's subtests fold into one rule (its id, `subtests = true`) only when, in every run that saw any of
+    them, every subtest of the test is an item and all of them have one reason: the rule then says no more
+    than the items would. Anything less stays one rule per subtest, so a subtest that still passes is never
+    covered by a rule written for its failing siblings."""
+    by_test: dict[str, list[str]] = {}
+    for text in grouped:
+        parent = parent_of(text)
+        if parent is not None:
+            by_test.setdefault(parent, []).append(text)
+    left, out = dict(grouped), {}
+    for test, texts in by_test.items():
+        found = [i for text in texts for i in grouped[text]]
+        runs = {(i.seen.cell.name, i.seen.mode, i.seen.round): i.seen for i in found}
+        every = all({t.nodeid for t in seen.tests if t.parent == test} <= set(texts) for seen in runs.values())
+        if len(texts) > 1 and every and len({i.reason for i in found}) == 1:
+            out[test] = found
+            for text in texts:
+                del left[text]
+    return left, out

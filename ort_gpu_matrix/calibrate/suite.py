@@ -33,6 +33,7 @@ from ..config.expectfile import Count, ModeTable, Skip, literal_regex
 from ..config.loader import suite_expect
 from ..config.model import DispatchExpect, Observation, Rule, Suite, expect_path
 from ..config.overrides import Workspace
+from ..judge.covers import rule_covers
 from ..judge.pollution import lines as pollution_lines
 from ..judge.verdicts import expectation_reasons, outcome_judge
 from ..util.errors import MatrixError
@@ -48,6 +49,7 @@ from .seen import (
     bitten_in,
     canaries,
     failures,
+    folded,
     observed_of,
     prior_census,
     reason_of,
@@ -106,16 +108,18 @@ class SuiteCalibration:
         calibrated = self._cells(mode)
         out: list[Rule] = []
         for rule in self._old(mode, key) or ():
-            hits = [i for i in items if search(rule.test, i.text)]
+            hits = [i for i in items if rule_covers(rule, i.text)]
             elsewhere = tuple(o for o in rule.observed if o.cell not in calibrated)
             if not hits and not elsewhere and self._stale(mode, key, f"{rule.test!r} ({rule.reason})", rule.observed):
                 continue
             out.append(dataclasses.replace(rule, observed=tuple(sorted(
                 elsewhere + observed_of(hits), key=lambda o: (o.cell, o.ort, o.date))) if hits or elsewhere
                 else rule.observed))
-        kept = [r.test for r in out]
+        one_by_one, per_test = folded(uncovered(lambda text: any(rule_covers(r, text) for r in out), items))
         out += [Rule(literal_regex(text), reason_of(found), observed_of(found))
-                for text, found in uncovered(kept, items).items()]
+                for text, found in one_by_one.items()]
+        out += [Rule(literal_regex(test), reason_of(found), observed_of(found), subtests=True)
+                for test, found in sorted(per_test.items())]
         return out
 
     def skips(self, mode: str) -> list[Skip]:
@@ -126,7 +130,7 @@ class SuiteCalibration:
             if hits or not self._stale(mode, "allowed_skips", repr(pattern), ()):
                 out.append(Skip(pattern, skip_note(hits) if hits else "matched nothing in the cells calibrated"))
         out += [Skip(literal_regex(text), skip_note(found))
-                for text, found in uncovered([s.pattern for s in out], items).items()]
+                for text, found in uncovered(lambda text: any(search(s.pattern, text) for s in out), items).items()]
         return out
 
     def minimum(self, mode: str, key: str, values: dict[str, int]) -> Count | None:
@@ -144,8 +148,11 @@ class SuiteCalibration:
         if key not in self.inline.get(mode, set()):
             return False
         rules = getattr(self.suite.expect[mode], key, ())
-        patterns = [r.test for r in rules] if key.startswith("known_") else list(rules) if key == "allowed_skips" else []
-        left = list(uncovered(patterns, items)) if patterns or items else []
+        if key.startswith("known_"):
+            left = list(uncovered(lambda text: any(rule_covers(r, text) for r in rules), items))
+        else:
+            patterns = list(rules) if key == "allowed_skips" else []
+            left = list(uncovered(lambda text: any(search(p, text) for p in patterns), items))
         tail = f"; today it does not accept: {'; '.join(left)}" if left else ""
         self.say(f"not written: {mode} {key}: [suite.{self.suite.id}.expect.{mode}] in the matrix file sets it "
                  f"(a key is set in one file only){tail}")

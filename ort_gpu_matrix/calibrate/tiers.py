@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ort_matrix_probe.schema import parent_of
+
 from ..config.model import Observation, TierRule
 from ..judge.covers import rule_covers
 from ..judge.flaky import Seen as Ran
@@ -48,8 +50,8 @@ def passed_by_function(runs: Sequence[tuple[Observation, Sequence[S]]], covered:
     observed: dict[str, set[Observation]] = {}
     for observation, tests in runs:
         for t in tests:
-            if t.outcome not in JUDGED or any(re.search(k, t.nodeid) for k in covered):
-                continue
+            if t.outcome not in JUDGED or parent_of(t.nodeid) is not None or any(re.search(k, t.nodeid) for k in covered):
+                continue  # a subtest: its test carries its tiers and EP uses, and the rule judges the test
             fn = function_of(t.nodeid)
             cases.setdefault(fn, {}).setdefault(observation.cell, {}).setdefault(t.nodeid, []).append(value(t))
             observed.setdefault(fn, set()).add(observation)

@@ -136,19 +136,25 @@ def _observed(obs: Sequence[Observation]) -> str:
     return f"[{items}]"
 
 
+def _subtests(rule: Rule | TierRule | CudaRunsRule | FlakyRule) -> str:
+    return ", subtests = true" if rule.subtests else ""
+
+
 def _rule(rule: Rule) -> str:
     observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
-    return f"    {{ test = {string(rule.test)}, reason = {string(rule.reason)}{observed} }},"
+    return f"    {{ test = {string(rule.test)}{_subtests(rule)}, reason = {string(rule.reason)}{observed} }},"
 
 
 def _tier_rule(rule: TierRule) -> str:
     observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
     reason = f", reason = {string(rule.reason)}" if rule.reason else ""
-    return f"    {{ test = {string(rule.test)}, only = {value(rule.only)}{reason}{observed} }},"
+    return f"    {{ test = {string(rule.test)}{_subtests(rule)}, only = {value(rule.only)}{reason}{observed} }},"
+
+
 def _cuda_rule(rule: CudaRunsRule) -> str:
     observed = f", observed = {_observed(rule.observed)}" if rule.observed else ""
     reason = f", reason = {string(rule.reason)}" if rule.reason else ""
-    return f"    {{ test = {string(rule.test)}, min = {rule.min}{reason}{observed} }},"
+    return f"    {{ test = {string(rule.test)}{_subtests(rule)}, min = {rule.min}{reason}{observed} }},"
 
 
 def _field(name: str, v: str | int | tuple[str, ...] | tuple[Observation, ...]) -> list[str]:
@@ -168,11 +174,14 @@ def _table(mode: str, key: str, rule: Rule | FlakyRule | TierRule | CudaRunsRule
         v = getattr(rule, name)
         if name in ("test", "reason", "outcomes", "only", "min") or v:
             out += _field(name, v)
+        if name == "test" and rule.subtests:
+            out.append("subtests = true")
     return out
 
 
 def _flaky(rule: FlakyRule) -> str:
-    parts = [f"test = {string(rule.test)}", f"outcomes = {value(rule.outcomes)}"]
+    parts = [f"test = {string(rule.test)}", *(["subtests = true"] if rule.subtests else []),
+             f"outcomes = {value(rule.outcomes)}"]
     if rule.tiers:
         parts.append(f"tiers = {value(rule.tiers)}")
     parts.append(f"reason = {string(rule.reason)}")

@@ -20,6 +20,7 @@ from ..envs.venvs import BuildError, ensure_venv
 from ..execute.mode_run import run_mode
 from ..execute.request import Launch, ModeRun
 from ..host.host import check
+from ..judge.outcomes import test_of
 from ..plan.bisection import BAD, GOOD, SKIP, StepRun
 from ..plan.builds import Build
 from ..plan.cells import Cell
@@ -90,7 +91,8 @@ class Stepper:
 
     def _once(self, run: ModeRun, tests: Sequence[str], rerun_of: str | None = None) -> Result:
         with locked(run, self.log) as scratch:
-            outcome = run_mode(run, scratch.workdir, list(self.posargs), self.echo, self.log, Launch(keep=list(tests)))
+            selected = sorted({test_of(t) for t in tests})  # a subtest runs in its test, and is judged by its id
+            outcome = run_mode(run, scratch.workdir, list(self.posargs), self.echo, self.log, Launch(keep=selected))
             stored = keep(run, outcome, verdict_of(run, outcome), None, rerun_of)
         if outcome.interrupt is not None:
             raise outcome.interrupt  # stored first, as a sweep's run is; the bisect keeps its steps and stops

@@ -32,7 +32,7 @@ from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
 from ..host.room import cores, workers_of
 from ..judge.covers import rule_covers
-from ..judge.outcomes import collected
+from ..judge.outcomes import collected, test_of
 from ..judge.verdicts import Verdict, refused, scoped
 from ..plan.cells import Cell
 from ..store import results
@@ -60,7 +60,7 @@ def teeth_selection(cell: Cell, mode: str, prior: Result | None) -> tuple[list[s
     expect = cell.suite.expect[mode]
     assert isinstance(expect, TeethExpect)
     named = {n for n in collected(prior.outcomes) if any(rule_covers(rule, n) for rule in expect.known_toothless)}
-    keep = sorted(set(prior.dispatch.tier_tests(expect.tier)) | named)
+    keep = sorted({test_of(n) for n in prior.dispatch.tier_tests(expect.tier)} | named)  # a subtest runs in its test
     if not keep:
         return None, (f'teeth_scope = "cudnn": {source} dispatched no {expect.tier} test and known_toothless names none of '
                       "its tests: teeth has nothing to run")

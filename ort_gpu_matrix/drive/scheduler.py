@@ -114,32 +114,34 @@ def _early(job: Job, began: Mapping[Job, float], now: float) -> bool:
     return after is not None and job.early_s is not None and after in began and now >= began[after] + job.early_s
 
 
-def pick(waiting: Sequence[Job], free: Sequence[int], finished: set[Job], slot_of: dict[Job, int],
-         began: Mapping[Job, float] | None = None, now: float = 0.0,
-         lanes: Sequence[str] | None = None) -> tuple[Job, int] | None:
+def pick(waiting: Sequence[Job], free: Sequence[int] | Mapping[int, str], finished: set[Job], slot_of: dict[Job, int],
+         began: Mapping[Job, float] | None = None, now: float = 0.0) -> tuple[Job, int] | None:
     """The first waiting job that may start, and its slot: the one its predecessor ran on, if free. `began`: when
     each running job started, so that a job with `early_s` may start before its predecessor ends.
 
     A job that may start early goes before any other: while it waits for its census it holds a slot but no core,
     and the start it pays then (interpreter, imports, collection: much of a scoped teeth) would otherwise be
-    paid after the census, on the critical path."""
+    paid after the census, on the critical path.
+
+    `free` maps each free slot to its GPU where lanes matter (a run whose suite sets CUDA_VISIBLE_DEVICES takes
+    only SUITE_LANE, any other run only a GPU slot); a plain list of slots, as the plan's simulation gives, has
+    no lanes."""
     began = began or {}
     ready = [j for j in waiting if (j.after is None or j.after in finished or _early(j, began, now))
-             and _lanes_for(j, free, lanes)]
+             and _lanes_for(j, free)]
     if not ready:
         return None
     job = next((j for j in ready if j.after is not None and j.after not in finished), ready[0])
-    fits = _lanes_for(job, free, lanes)
+    fits = _lanes_for(job, free)
     preferred = slot_of.get(job.after) if job.after is not None else None
     return job, preferred if preferred is not None and preferred in fits else min(fits)
 
 
-def _lanes_for(job: Job, free: Sequence[int], lanes: Sequence[str] | None) -> list[int]:
-    """The free slots `job` may take: the suite lane for a run whose suite decides its GPU, a GPU slot otherwise
-    (without `lanes`, as the plan's simulation sees them, every slot is a GPU slot)."""
-    if lanes is None:
+def _lanes_for(job: Job, free: Sequence[int] | Mapping[int, str]) -> list[int]:
+    """The free slots `job` may take: the suite lane for a run whose suite decides its GPU, a GPU slot otherwise."""
+    if not isinstance(free, Mapping):
         return list(free)
-    return [i for i in free if (lanes[i] == SUITE_LANE) == (job.suite_gpu is not None)]
+    return [i for i, gpu in free.items() if (gpu == SUITE_LANE) == (job.suite_gpu is not None)]
 
 
 def _label(job: Job, slots: Sequence[str]) -> str:
@@ -211,9 +213,9 @@ def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hoo
     saved = signal.signal(signal.SIGTERM, _terminated)
     try:
         while state.waiting or state.running:
-            while state.free and (chosen := pick(state.waiting, state.free, state.finished, state.slot_of,
-                                                 {j: j.started for j in state.running}, time.time(),
-                                                 slots)) is not None:
+            while state.free and (chosen := pick(state.waiting, {i: slots[i] for i in state.free}, state.finished,
+                                                 state.slot_of, {j: j.started for j in state.running},
+                                                 time.time())) is not None:
                 _start(state, *chosen, command, hooks)
             if not state.running:
                 break  # nothing runs and nothing may start: a job waits on one that is not in this sweep

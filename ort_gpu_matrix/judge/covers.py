@@ -24,11 +24,14 @@ class Matching(Protocol):
 
 
 def covers(pattern: str, nodeid: str, subtests: bool = False) -> bool:
-    """`pattern` covers `nodeid`: it matches, and for a subtest, it names the subtest or says `subtests`."""
-    if not re.search(pattern, nodeid):
-        return False
+    """`pattern` covers `nodeid`: a test's when it matches it; a subtest's when it names the subtest (matches
+    its id, not its test's), or when `subtests` is said and it matches the subtest's test."""
     parent = parent_of(nodeid)
-    return parent is None or subtests or not re.search(pattern, parent)
+    if parent is None:
+        return re.search(pattern, nodeid) is not None
+    if re.search(pattern, parent):
+        return subtests
+    return re.search(pattern, nodeid) is not None
 
 
 def rule_covers(rule: Matching, nodeid: str) -> bool:

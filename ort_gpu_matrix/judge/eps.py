@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ort_matrix_probe.schema import EpUse
+from ort_matrix_probe.schema import EpUse, parent_of
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
@@ -128,6 +128,8 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
     per_test: dict[str, EpTest] = {}
     fallbacks: list[Fallback] = []
     hollow: list[str] = []
+    tests = list(tests)
+    named = _named_by_subtests(tests)
     for t in tests:
         if not t.ep:
             continue
@@ -135,7 +137,7 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
         for use in t.ep:
             runs.update({str(k): int(v) for k, v in use["runs"].items()})
             kind = use.get("fallback")
-            if kind:
+            if kind and use["session"] not in named.get(t.nodeid, ()):  # else its subtests name it, each
                 fallbacks.append(Fallback(t.nodeid, kind, list(use["asked"]), list(use["served"]),
                                           use.get("reason", "")))
         errors = [u.get("error", "") for u in t.ep if u.get("error")]
@@ -144,6 +146,17 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
         if t.outcome in JUDGED and not entry.cuda_runs and not any(u.get("fallback") for u in t.ep):
             hollow.append(t.nodeid)  # a fallback already says why it made no CUDA run
     return EpCensus(taken, per_test, fallbacks, sorted(hollow))
+
+
+def _named_by_subtests(tests: Sequence[Seen]) -> dict[str, set[int]]:
+    """Per test, the sessions whose fallback one of its subtests met: a test's census holds its subtests', so
+    the fallback is listed once, under the subtest it happened in."""
+    out: dict[str, set[int]] = {}
+    for t in tests:
+        parent = parent_of(t.nodeid)
+        if parent is not None:
+            out.setdefault(parent, set()).update(u["session"] for u in t.ep if u.get("fallback"))
+    return out
 
 
 def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:

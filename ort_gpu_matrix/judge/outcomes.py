@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ort_matrix_probe.schema import parent_of
+
 FAILING = ("failed", "error")
 JUDGED = ("passed", "xpassed")  # a pass, as every tier and EP rule reads one
 TEARDOWN = "::teardown"  # the id a teardown error gets, beside its test's own outcome
@@ -22,15 +24,19 @@ def teardown_of(nodeid: str) -> str:
 
 
 def test_of(nodeid: str) -> str:
-    """The test an id belongs to: a teardown error's id without its suffix, any other id as it is."""
-    return nodeid[:-len(TEARDOWN)] if nodeid.endswith(TEARDOWN) else nodeid
+    """The test an id belongs to, as pytest collected it (what a rerun selects): a teardown error's id without
+    its suffix, a subtest's test, any other id as it is."""
+    if nodeid.endswith(TEARDOWN):
+        return nodeid[:-len(TEARDOWN)]
+    return parent_of(nodeid) or nodeid
 
 
 def collected(nodeids: Iterable[str]) -> list[str]:
-    """The ids of tests that ran: a teardown error whose test is also listed is that test, not another one."""
+    """The ids of tests that ran, as pytest collected them: a teardown error or a subtest whose test is also
+    listed is that test, not another one."""
     ids = list(nodeids)
     present = set(ids)
-    return [n for n in ids if not (n.endswith(TEARDOWN) and test_of(n) in present)]
+    return [n for n in ids if not (test_of(n) != n and test_of(n) in present)]
 
 
 def first_line(message: str) -> str:

@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ort_matrix_probe.schema import parent_of
+
 from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
@@ -37,8 +39,9 @@ _CASES = r"(?:_[0-9]+(?:_.*)?)?(?:\[.*\])?$"  # what a function's node id may ca
 
 def function_of(nodeid: str) -> str:
     """The test function a node id is a case of: without pytest's `[params]`, and without the
-    `_<index>[_<params>]` that unittest's parameterized.expand appends to a method name."""
-    head, sep, name = nodeid.rpartition("::")
+    `_<index>[_<params>]` that unittest's parameterized.expand appends to a method name. A subtest is a case
+    of its test's function."""
+    head, sep, name = (parent_of(nodeid) or nodeid).rpartition("::")
     name = name.split("[", 1)[0]
     m = _EXPAND.fullmatch(name)
     return head + sep + (m.group(1) if m else name)

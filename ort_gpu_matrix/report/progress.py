@@ -28,7 +28,7 @@ from ..drive.scheduler import Job
 from ..store.results import Result
 from ..util.escape import term
 from .render.live import Display
-from .states import tally_text
+from .states import counts_text, tally_text
 
 TAIL = 10  # lines of a failing run's log
 REASONS = 3  # reasons of a failing run shown under its end line
@@ -181,10 +181,9 @@ class Watch:
         self.done.add(job)
         took = (job.ended or self.clock()) - job.started if job.started else 0.0
         if result is not None:
-            c = result.counts
             word = result.verdict.value.upper()
             told = tally_text(result)
-            self.display.line(f"{word:<6} {job.session}  {c.passed}/{c.failed + c.errors}/{c.skipped}"
+            self.display.line(f"{word:<6} {job.session}  {counts_text(result)}"
                               f"{f' ({told})' if told else ''}  "
                               f"{tiers_short(result)}  {took:.1f} s  {gpu_text(result, job)}  "
                               f"[{len(self.done)}/{self.total}]", verdict=word)

@@ -70,3 +70,13 @@ def tally_text(result: Result) -> str:
     if kinds:
         parts.append("expected " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: KINDS.index(kv[0]))))
     return "; ".join(parts)
+
+
+def counts_text(result: Result) -> str:
+    """`14/0/0` (passed/failed+errors/skipped tests), then the subtests apart as pytest counts them:
+    `2/2/0, subtests 9/2/1`."""
+    c = result.counts
+    text = f"{c.passed}/{c.failed + c.errors}/{c.skipped}"
+    if c.subtests:
+        text += f", subtests {c.subtests_passed}/{c.subtests_failed}/{c.subtests_skipped + c.subtests_xfailed}"
+    return text

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ort_matrix_probe.schema import parent_of
+
 from ..judge.tiers import function_of
 from ..store.results import Result
 
@@ -72,7 +74,10 @@ def tier_table(results: Sequence[Result], limit: int) -> TierTable:
     for r in results:
         if r.mode not in JUDGED_MODES:
             continue
+        holders = {p for n in r.outcomes if (p := parent_of(n)) is not None}
         for nodeid, outcome in r.outcomes.items():
+            if nodeid in holders and not r.dispatch.tests.get(nodeid):
+                continue  # a test whose subtests ran what it ran: they are its function's cases here
             row = rows.setdefault(function_of(nodeid), Row(function_of(nodeid)))
             row.cases.add(nodeid)
             for tier in r.dispatch.tests.get(nodeid, []):
@@ -80,6 +85,8 @@ def tier_table(results: Sequence[Result], limit: int) -> TierTable:
             if outcome in ("passed", "xpassed") and not r.dispatch.tests.get(nodeid):
                 row.silent.add(nodeid)
         for nodeid, entry in r.ep.tests.items():
+            if parent_of(nodeid) is not None:
+                continue  # its test's census holds its runs
             row = rows.setdefault(function_of(nodeid), Row(function_of(nodeid)))
             row.asked.add(nodeid)
             row.cuda_runs += entry.cuda_runs

@@ -9,7 +9,7 @@ from ...judge.outcomes import FAILING
 from ...store.baseline import library_summary
 from ...store.results import Result
 from ..model import Report
-from ..states import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, state, tally_text
+from ..states import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, counts_text, state, tally_text
 
 MODE_ORDER = ("normal", "require_cudnn", "teeth")
 LISTED = 20  # tests listed under a group, in Markdown and the terminal, before "and N more"
@@ -38,12 +38,12 @@ def modes_of(report: Report) -> list[str]:
 
 
 def cell_text(r: Result | None) -> str:
-    """`PASS 14/0/0` (passed/failed+errors/skipped), `FAIL 7/7/0`, or `-` when the mode did not run."""
+    """`PASS 14/0/0` (passed/failed+errors/skipped), `FAIL 7/7/0` (`, subtests 9/2/1` where any ran), or `-` when
+    the mode did not run."""
     if r is None:
         return "-"
-    c = r.counts
     told = tally_text(r)
-    return f"{r.verdict.value.upper()} {c.passed}/{c.failed + c.errors}/{c.skipped}" + (f" ({told})" if told else "")
+    return f"{r.verdict.value.upper()} {counts_text(r)}" + (f" ({told})" if told else "")
 
 
 def legend(report: Report) -> list[str]:

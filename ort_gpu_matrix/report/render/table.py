@@ -23,6 +23,9 @@ def render(cell: str, results: list[Result], color: bool = False) -> str:
         cov = _coverage(r)
         if cov:
             notes.insert(0, cov)
+        if c.subtests:  # apart from the tests that hold them, as pytest's summary counts them
+            notes.insert(0, f"subtests: {c.subtests_passed} passed, {c.subtests_failed} failed, "
+                            f"{c.subtests_skipped + c.subtests_xfailed} skipped")
         rows.append((r.mode, r.verdict.value.upper(), str(c.passed), str(c.failed + c.errors),
                      str(c.skipped), kernels, notes[0] if notes else "-"))
         rows += [("", "", "", "", "", "", n) for n in notes[1:]]

@@ -1,0 +1,112 @@
+"""Subtests in the engine, in process: ids read back to their test, which rules cover them, how junit counts
+them, what a verdict names, and when calibrate folds a test's subtests into one rule."""
+import pytest
+
+from ort_gpu_matrix.config.model import PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.judge import outcomes
+from ort_gpu_matrix.judge.counts import TestResult as Ran
+from ort_gpu_matrix.judge.counts import census, count, units
+from ort_gpu_matrix.judge.covers import covers
+from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
+from ort_gpu_matrix.judge.subtests import bitten, junit_counts
+from ort_gpu_matrix.judge.verdicts import judge_counts, judge_teeth
+from ort_matrix_probe.schema import parent_of, subtest_description
+
+T = "f.py::TestOps::test_loop"
+
+
+def passing(n):
+    return [Ran(f"f.py::test_ok{i}", "passed", "", ()) for i in range(n)]
+
+
+def teeth_expect(**kw):
+    return TeethExpect(**kw)
+
+S1, S2 = f"{T} [case] (i=1)", f"{T} [case] (i=2)"
+CANARY = "AssertionError: 'CUDNN_FLASH_ATTENTION' != 'MATH'"
+
+
+@pytest.mark.parametrize("nodeid, parent", [
+    (S1, T),
+    ("f.py::t[a b] (i=1)", "f.py::t[a b]"),  # a space inside a parameter's brackets is the test's own
+    ("my dir/f.py::t (<subtest>) #2", "my dir/f.py::t"),  # a path with a space; a repeat's number
+    ("f.py::t [a::b]", "f.py::t"),  # a message with `::` in it
+    ("f.py::t[a b]", None),
+    ("f.py::t[a (b)]", None),
+    ("f.py::T::t", None),
+    ("f.py::t::teardown", None),
+    ("f.py", None),
+])
+def test_a_subtest_id_reads_back_to_its_test(nodeid, parent):
+    assert parent_of(nodeid) == parent
+
+
+def test_a_description_is_pytest_s_made_stable():
+    assert subtest_description("dtype", {"i": 3, "name": "fp16"}) == "[dtype] (i=3, name='fp16')"
+    assert subtest_description(None, {}) == "(<subtest>)"
+    assert " at 0x" not in subtest_description(None, {"o": object()})  # an address differs in every process
+    assert len(subtest_description(None, {"s": "x" * 1000})) == 300
+
+
+def test_a_rule_covers_a_subtest_when_it_names_it_or_says_subtests():
+    assert covers("test_loop", T) and not covers("test_loop", S1)  # written for the test: the test only
+    assert covers("test_loop", S1, subtests=True)
+    assert covers(r"test_loop \[case\] \(i=1\)", S1) and not covers(r"test_loop \[case\] \(i=1\)", S2)
+    assert covers("i=1", S1) and not covers("i=1", T)
+    assert covers("^f\\.py::TestOps::test_loop$", S2, subtests=True)  # calibrate's folded rule
+    assert not covers("other", S1, subtests=True)
+
+
+def test_ids_a_rerun_selects_are_the_tests_pytest_collected():
+    assert outcomes.test_of(S1) == T and outcomes.test_of(f"{T}::teardown") == T and outcomes.test_of(T) == T
+    assert outcomes.collected([T, S1, S2, f"{T}::teardown"]) == [T]
+
+
+def sub(nodeid, outcome, message="", sdpa=()):
+    return Ran(nodeid, outcome, message, tuple(sdpa), parent=parent_of(nodeid))
+
+
+def loop(outcome="failed", pytest_outcome="passed", sdpa=("CUDNN_FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION")):
+    return Ran(T, outcome, "contains 1 failed subtest", tuple(sdpa), by_subtests=outcome == "failed",
+                      pytest_outcome=pytest_outcome)
+
+
+def test_counts_keep_tests_and_subtests_apart_and_junit_counts_pytest_s_way():
+    tests = [loop(), sub(S1, "failed", "AssertionError: broke", ["CUDNN_FLASH_ATTENTION"]),
+             sub(S2, "skipped", "no kernel"), Ran("f.py::t2", "passed", "", ())]
+    c = count(None, tests, collected=2)
+    assert (c.passed, c.failed, c.subtests_failed, c.subtests_skipped, c.subtests) == (1, 1, 1, 1, 2)
+    assert junit_counts(tests) == (1, 0, 1)  # the subtest's failure; the test itself pytest called passed
+    fixture_style = [loop(pytest_outcome=None), *tests[1:]]
+    assert junit_counts(fixture_style) == (2, 0, 1)  # pytest failed that one itself: junit has both
+
+
+def test_the_census_counts_each_tier_once_where_it_ran():
+    tests = [loop(sdpa=("CUDNN_FLASH_ATTENTION", "MATH")), sub(S1, "passed", sdpa=["CUDNN_FLASH_ATTENTION"])]
+    d = census(tests)
+    assert d.tests == {S1: ["CUDNN_FLASH_ATTENTION"], T: ["MATH"]}  # the test keeps only what ran outside them
+    assert d.totals == {"CUDNN_FLASH_ATTENTION": 1, "MATH": 1}
+    assert [u.sdpa for u in units(tests)] == [("MATH",), ("CUDNN_FLASH_ATTENTION",)]
+
+
+def test_a_verdict_names_each_failing_subtest_and_not_its_test_again():
+    tests = [loop(), sub(S1, "failed", "AssertionError: broke"), sub(S2, "passed"), *passing(3)]
+    found = judge_counts(PassExpect(), tests, count(None, tests), None)
+    (line,) = [r for r in found.reasons if "unexpected" in r]
+    assert line == f"1 unexpected failure(s): {S1} failed: AssertionError: broke"
+    known = PassExpect(known_failures=(Rule(r"\(i=1\)$", "known"),))
+    assert judge_counts(known, tests, count(None, tests), None).reasons == []
+    assert expected_of(known, tests, None) == {S1: "known failure", T: SUBTESTS_EXPECTED}
+    for_the_test = PassExpect(known_failures=(Rule("test_loop$", "known"),))
+    assert any(S1 in r for r in judge_counts(for_the_test, tests, count(None, tests), None).reasons)
+    assert T not in expected_of(for_the_test, tests, None)  # one of its subtests is unexpected: so is it
+
+
+def test_teeth_bites_through_subtests():
+    tests = [loop(), sub(S1, "failed", CANARY), sub(S2, "failed", CANARY)]
+    assert bitten(tests, CANARY) == {T, S1, S2}
+    found = judge_teeth(teeth_expect(min_failures=2), tests, count(None, tests), None)
+    assert not [r for r in found.reasons if "other than the canary" in r or "min_failures" in r], found.reasons
+    half = [loop(), sub(S1, "failed", CANARY), sub(S2, "failed", "AssertionError: something else")]
+    assert bitten(half, CANARY) == {S1}
+    assert any(S2 in r for r in judge_teeth(teeth_expect(), half, count(None, half), None).reasons)
