@@ -301,7 +301,8 @@ class Probe:
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
                 "provenance": {**provenance(), "ort_imported_version": self._imported_version()},
                 "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries],
-                "timings": {"controller": self.marks.to_dict(), **self.timings}, "env": self.env}
+                "timings": {"controller": self.marks.to_dict(), **self.timings}, "env": self.env,
+                "subtests_verbosity": _subtests_verbosity(self.config)}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""
@@ -315,6 +316,17 @@ class Probe:
         self.unload()
         if self.progress is not None:
             self.progress.close()
+
+
+def _subtests_verbosity(config: pytest.Config) -> int | None:
+    """pytest's verbosity for subtests (>= 9): at 0 its summary line counts only the failing ones."""
+    kind = getattr(pytest.Config, "VERBOSITY_SUBTESTS", None)
+    if kind is None:
+        return None
+    try:
+        return int(config.get_verbosity(kind))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _watched_env() -> dict[str, str | None]:

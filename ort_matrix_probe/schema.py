@@ -205,3 +205,4 @@ class ProbeReport(TypedDict):
     # the watched variables as the test process had them when the session began (None: unset), read from
     # os.environ in the process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
     env: NotRequired[dict[str, str | None]]
+    subtests_verbosity: NotRequired[int | None]  # pytest >= 9's for subtests: at 0 its summary omits passing ones

@@ -61,8 +61,9 @@ def test_passing_subtests_pass_every_mode_each_judged_apart(tmp_path, venvs):
     assert "subtests: 9 passed, 0 failed, 0 skipped" in proc.stdout
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "xdist"])
+@pytest.mark.parametrize("workers", [(), ("-n", "2", "-v")], ids=["one process", "xdist, verbose"])
 def test_a_failing_subtest_fails_its_test_and_is_named_by_its_id(tmp_path, venvs, workers):
+    # verbose: pytest's summary line then counts passing and skipped subtests too, and the probe is checked on them
     args = f"pytest_args = {json.dumps(list(workers))}\n" if workers else ""
     matrix(tmp_path, env={"SUBTESTS_BREAK": "fp16/1;shape/large;fixture/2", "SUBTESTS_SKIP": "bf16/0"}, extra=args)
     proc = nox(tmp_path, venvs, "-s", CELL)

@@ -9,7 +9,9 @@ from ort_gpu_matrix.judge.counts import census, count, units
 from ort_gpu_matrix.judge.covers import covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import bitten, junit_counts
+from ort_gpu_matrix.execute import summary
 from ort_gpu_matrix.judge.verdicts import judge_counts, judge_teeth
+from ort_gpu_matrix.judge.witnesses import summary_reasons
 from ort_matrix_probe.schema import parent_of, subtest_description
 
 T = "f.py::TestOps::test_loop"
@@ -110,3 +112,18 @@ def test_teeth_bites_through_subtests():
     half = [loop(), sub(S1, "failed", CANARY), sub(S2, "failed", "AssertionError: something else")]
     assert bitten(half, CANARY) == {S1}
     assert any(S2 in r for r in judge_teeth(teeth_expect(), half, count(None, half), None).reasons)
+
+
+def test_pytest_s_summary_line_is_read_and_checked_in_its_own_categories(tmp_path):
+    log = tmp_path / "pytest.log"
+    log.write_text("x\n\x1b[31m===== 4 failed, 5 passed, 1 skipped, 8 subtests passed in 0.04s =====\x1b[0m\n")
+    assert summary.read(log) == {"failed": 4, "passed": 5, "skipped": 1, "subtests passed": 8}
+    log.write_text("== 2 failed, 2 passed, 1 error, 3 warnings in 1.00s (0:00:01) ==\n")
+    assert summary.read(log) == {"failed": 2, "passed": 2, "error": 1, "warning": 3}
+    log.write_text("the run died before its summary\n")
+    assert summary.read(log) is None
+    tests = [loop(), sub(S1, "failed", "AssertionError: broke"), sub(S2, "passed"), Ran("f.py::t2", "skipped", "", ())]
+    assert summary_reasons({"failed": 1, "passed": 1, "skipped": 1}, tests, quiet=True) == []  # passing subtests left out
+    assert summary_reasons({"failed": 1, "passed": 1, "skipped": 1, "subtests passed": 1}, tests, quiet=False) == []
+    assert summary_reasons({"failed": 1, "passed": 2, "skipped": 1}, tests, quiet=True) == [
+        "the probe's report and pytest's summary line disagree (passed: the probe 1, pytest 2)"]

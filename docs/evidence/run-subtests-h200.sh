@@ -10,8 +10,10 @@
 #      engine sweeps them again against it under --gate regressions.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.31.1 onnxruntime-gpu==1.23.2 nvidia-cudnn-cu13==9.12.0.46 \
-#     onnx==1.20.1 onnx==1.18.0 parameterized pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools \
-#     setuptools einops rich coloredlogs
+#     onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools setuptools \
+#     einops rich coloredlogs
+# and onnx 1.18.0 in .whl/ (git-ignored): pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --platform manylinux_2_17_x86_64 -d .whl onnx==1.18.0
 # ORT's test files in .ort-src/ (git-ignored; carry ".ort-src"), the old engine in .old-main/ (carry it for B):
 #   mkdir -p .old-main && git archive ad2f7d1 ort_gpu_matrix ort_matrix_probe sessions suites noxfile.py \
 #     matrix.toml matrix.schema.json expect | tar -x -C .old-main
@@ -19,6 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to A or B}"
+[ -d .whl ] && cp .whl/*.whl /root/wheelhouse/  # onnx 1.18.0 for 1.23.2 (pip stages one onnx a call; carry .whl)
 python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
 export PYTHONUNBUFFERED=1

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from ..execute import summary
 from ..execute.junit import JunitError, read
 from ..execute.mode_run import RunOutcome, remove_workdir
 from ..execute.request import ModeRun
@@ -49,7 +50,8 @@ def evidence(outcome: RunOutcome) -> Evidence:
         except JunitError as exc:
             problem = str(exc)
     return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.report_problem, outcome.digest,
-                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running, outcome.env)
+                    junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running, outcome.env,
+                    summary.read(outcome.log))
 
 
 @dataclass

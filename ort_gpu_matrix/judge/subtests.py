@@ -31,6 +31,20 @@ def bitten(tests: list[TestResult], canary: str) -> set[str]:
     return out
 
 
+def summary_counts(tests: Iterable[TestResult], quiet: bool) -> dict[str, int]:
+    """The counts pytest's summary line gives, from the tests and subtests: each test as pytest called it, each
+    failing or skipped subtest in `failed` or `skipped`, each passing one in `subtests passed`. `quiet`: pytest's
+    subtests verbosity is 0, where its line counts the failing subtests only."""
+    out: dict[str, int] = {}
+    for t in tests:
+        if quiet and t.is_subtest and t.outcome != "failed":
+            continue
+        said = t.outcome if t.is_subtest else (t.pytest_outcome or t.outcome)
+        key = "subtests passed" if t.is_subtest and said == "passed" else said
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def junit_counts(tests: Iterable[TestResult]) -> tuple[int, int, int]:
     """(failures, errors, skipped) as pytest's junit file counts them: per test as pytest called it, plus
     every subtest's own report (xfails count as skipped)."""

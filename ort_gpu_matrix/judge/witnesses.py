@@ -13,8 +13,9 @@ from ort_matrix_probe.schema import ProbeReport
 from ..execute.junit import JunitCounts
 from .counts import Counts, TestResult
 from .outcomes import listing
-from .subtests import junit_counts
+from .subtests import junit_counts, summary_counts
 
+SUMMARY_KEYS = {"passed", "failed", "skipped", "error", "xfailed", "xpassed", "subtests passed"}
 EXIT_MEANING = {
     2: "pytest was interrupted (exit 2): a collection error or Ctrl-C stopped the run",
     3: "pytest hit an internal error (exit 3)",
@@ -39,6 +40,7 @@ class Evidence:
     stopped: str | None = None
     running: tuple[str, ...] = ()
     meant_env: dict[str, str] | None = None  # what the harness and the suite set for the test process
+    summary: dict[str, int] | None = None  # pytest's own summary line, counted (execute/summary.py)
 
 
 def env_reasons(meant: dict[str, str] | None, report: ProbeReport) -> list[str]:
@@ -50,6 +52,20 @@ def env_reasons(meant: dict[str, str] | None, report: ProbeReport) -> list[str]:
     wrong = [f"{name}={value!r} (the test process had {'it unset' if seen[name] is None else repr(seen[name])})"
              for name, value in sorted(meant.items()) if name in seen and seen[name] != value]
     return [f"the environment set for the test process did not reach it: {listing(wrong)}"] if wrong else []
+
+
+def summary_reasons(summary: dict[str, int], tests: list[TestResult], quiet: bool) -> list[str]:
+    """Where pytest's summary line and the probe disagree, in the summary's own categories. A test whose worker
+    crashed is one pytest's line may count either way, so a run with one is not checked here (it fails anyway)."""
+    if any(t.message.startswith("worker crashed") for t in tests):
+        return []
+    mine = summary_counts(tests, quiet)
+    sides = [(name, mine.get(name, 0), summary.get(name, 0)) for name in sorted({*mine, *summary} & SUMMARY_KEYS)
+             if mine.get(name, 0) != summary.get(name, 0)]
+    if not sides:
+        return []
+    listed = "; ".join(f"{name}: the probe {a}, pytest {b}" for name, a, b in sides)
+    return [f"the probe's report and pytest's summary line disagree ({listed})"]
 
 
 def _pytest_exit(code: int, reasons: list[str]) -> None:
@@ -90,6 +106,8 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
     elif ev.exit_code == 0 and failing:
         reasons.append(f"pytest exited 0 but {failing} failure(s) or error(s) were recorded")
     reasons += env_reasons(ev.meant_env, report)
+    if ev.summary is not None and ev.exit_code in (0, 1) and not ev.stopped:
+        reasons += summary_reasons(ev.summary, tests, report.get("subtests_verbosity") == 0)
     with_outcome = len([t for t in report.get("tests", {}).values() if t.get("outcome")])
     if counts.collected > with_outcome:
         reasons.append(f"{counts.collected} collected, {with_outcome} with an outcome")
