@@ -3,13 +3,13 @@ them, what a verdict names, and when calibrate folds a test's subtests into one 
 import pytest
 
 from ort_gpu_matrix.config.model import PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.execute import summary
 from ort_gpu_matrix.judge import outcomes
 from ort_gpu_matrix.judge.counts import TestResult as Ran
 from ort_gpu_matrix.judge.counts import census, count, units
 from ort_gpu_matrix.judge.covers import covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import bitten, junit_counts
-from ort_gpu_matrix.execute import summary
 from ort_gpu_matrix.judge.verdicts import judge_counts, judge_teeth
 from ort_gpu_matrix.judge.witnesses import summary_reasons
 from ort_matrix_probe.schema import parent_of, subtest_description
