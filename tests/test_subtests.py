@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import PY, REPO, SUITES
 from matrixtext import matrix_head, suite_head
+from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
 
 CELL = f"t-{PY}-x"
 DTYPES = "test_subtests.py::TestScatterLike::test_dtypes"
@@ -181,3 +182,25 @@ def test_a_sweep_gives_a_suite_that_sets_cuda_visible_devices_no_gpu_slot(tmp_pa
     assert ends == {"0", ""}, ends  # the slot's GPU for one cell, the suite's hidden GPU for the other
     hidden = json.loads((tmp_path / "results" / f"t-{PY}-b-normal.json").read_text())
     assert hidden["env"]["CUDA_VISIBLE_DEVICES"] == "" and hidden["gpu"]["cuda_visible_devices"] == ""
+
+
+def test_bisect_follows_a_subtest_to_the_build_that_broke_it(harness, series):
+    harness.venvs = harness.tmp / "own-venvs"  # these venvs hold the series' builds, which no other test has
+    env = {"MATRIX_BASELINES": str(harness.tmp / "baselines")}
+
+    def write(version):
+        harness.write(["test_series_subtests.py"], root=SUITES / "bisect", pythonpath=(".", ".."),
+                      ort=f"onnxruntime=={version}", matrix_extra=f'offline = true\nwheelhouse = ["{series}"]')
+    write("1.40.0")
+    assert harness.nox("-s", "sweep", "--", "--save-baseline", "b0", env=env).proc.returncode == 0
+    write("1.40.6")
+    assert harness.nox("-s", "sweep", "--", "--baseline", "b0", env=env).proc.returncode != 0
+    case = "test_series_subtests.py::TestCases::test_cases (i=1)"
+    run = harness.nox("-s", "bisect", "--", "--between", "1.40.0", "1.40.6", env=env)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    record = json.loads((harness.results / "bisect" / f"{CELL}-normal-regressions" / "bisect.json").read_text())
+    assert case in record["followed"], record["followed"]
+    located = {t: (g["last_good"], g["first_bad"]) for g in record["groups"] for t in g["tests"]}
+    assert located[case] == ("1.40.1", "1.40.2"), located
+    step = next(s for s in record["steps"] if s["build"]["version"] == "1.40.2")
+    assert step["lines"][case][0] == "failed"  # judged by its own id, from a run of its test
