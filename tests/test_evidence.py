@@ -46,3 +46,20 @@ def test_nox_s_report_makes_the_html_again_from_the_committed_results(tmp_path, 
     assert 'id="picture"' in html and "gpu-3.12-" in html
     if archive == "cuda12-cell/results.tar.gz":  # two CUDA majors: each differing test names the stack that served it
         assert "<th>served by</th>" in html and "<td>L1 | R1</td>" in html and "gpu-3.12-cu128 L1, 14 test(s):" in html
+
+
+def test_the_subtests_evidence_report_shows_each_fallback_under_its_subtest(tmp_path):
+    """docs/evidence/subtests-h200.md: the report made again from step A's results; two cells are red on purpose."""
+    with tarfile.open(EVIDENCE / "subtests" / "results-a.tar.gz") as tar:
+        tar.extractall(tmp_path / "st", filter="data")
+    env = {**os.environ, "MATRIX_TOML": str(EVIDENCE / "subtests" / "matrix.toml"),
+           "MATRIX_RESULTS": str(tmp_path / "results")}
+    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "report", "--",
+                           str(tmp_path / "st"), "--out", str(tmp_path / "out")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1 and "2 failing mode(s)" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| st-3.12-h200 | vm | PASS 9/0/8, subtests 60/0/0 (expected 8 allowed skip) |" in md
+    assert ("st-3.12-unpinned-normal onnxruntime\\_test\\_scatternd.py::TestScatterPerProvider::test\\_scatterels\\_cuda "
+            "(dtype=&lt;class 'numpy.float16'&gt;, reduction='add', opset=16)") in md
+    assert 'id="picture"' in (tmp_path / "out" / "report.html").read_text()

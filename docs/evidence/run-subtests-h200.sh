@@ -63,9 +63,9 @@ rm -rf "$RES" docs/evidence/subtests/expect
 tar -C "$RES" --exclude='pytest.log' -czf "$OUT/results-a.tar.gz" . 2>/dev/null
 fi
 if [ "$STEP" = B ]; then
-SHIPPED=/root/shipped-results
-BASE=/root/shipped-baselines
-CELLS="gpu-3.12-h200 gpu-3.12-unpinned gpu-3.12-h200pip gpu-3.12-h200cuda"
+SHIPPED=${SHIPPED:-/root/shipped-results}
+BASE=${BASE:-/root/shipped-baselines}
+CELLS=${CELLS:-gpu-3.12-h200 gpu-3.12-unpinned gpu-3.12-h200pip gpu-3.12-h200cuda}
 {
   echo "## B1. the engine before issue 46 (ad2f7d1) sweeps the shipped working cells and saves a baseline"
   t0=$SECONDS

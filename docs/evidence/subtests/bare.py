@@ -4,7 +4,7 @@
 
 Runs plain pytest in the venv the harness used (its interpreter, the suite's files and pythonpath, the
 libraries the result says the test process had pinned, the extra variables given), with no probe and no
-harness, in a fresh private dir, `-n 8 -v -o verbosity_subtests=1` so pytest prints every subtest. Then it
+harness, in a fresh private dir, `-n 1 -v -o verbosity_subtests=1` so pytest prints every subtest. Then it
 compares, per test, what pytest printed with the harness's result: each test's outcome as pytest called it
 (the harness's report keeps that as `pytest_outcome` where it judges otherwise) and each subtest's outcome, in
 order. Under xdist pytest 9.1 prints a subtest's params as the repr of their repr (`i='0'` for `i=0`), so
@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+XDIST = ["-n", "1"]  # pytest prints each subtest of a unittest test only under xdist (else they go to its capture);
+# one worker runs them in order, as the harness's one process does: ORT's ScatterND test writes into the cwd
 LINE = re.compile(r"^\[gw\d+\] \[\s*\d+%\] (SUB)?(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)(.*?) (\S+\.py::\S+)\s*$")
 WORD = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped", "XFAIL": "xfailed", "XPASS": "xpassed",
         "ERROR": "error"}
@@ -42,7 +44,7 @@ def bare(result: dict, extra: dict, log: Path) -> tuple[dict, dict, str, float]:
         ini.write_text("[pytest]\n")  # as the harness: no ini above the suite's root is read, no conftest above it
         start = time.monotonic()
         p = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-c", str(ini), "--rootdir",
-                            str(suite_root), "--confcutdir", str(suite_root), "-n", "8", "-v", "-o",
+                            str(suite_root), "--confcutdir", str(suite_root), *XDIST, "-v", "-o",
                             "verbosity_subtests=1", *files], cwd=work, env=env, capture_output=True, text=True)
         took = time.monotonic() - start
     log.write_text(p.stdout + p.stderr)
