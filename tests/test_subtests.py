@@ -167,19 +167,21 @@ def test_an_env_the_test_process_did_not_get_as_set_fails_the_run(tmp_path, venv
 def test_a_sweep_gives_a_suite_that_sets_cuda_visible_devices_no_gpu_slot(tmp_path, venvs):
     log = tmp_path / "slots.jsonl"
     text = (matrix_head(prefix="t", suite="slots", modes=["normal"], libs=["a", "b"]) + suite_head("slots", [
-        "test_sleep.py"]) + 'env = {{ SLOT_LOG = "{log}" }}\n' + suite_head("hidden", ["test_sleep.py"])
-        + 'env = {{ SLOT_LOG = "{log}", CUDA_VISIBLE_DEVICES = "" }}\n').format(py=PY, root=SUITES / "slots", log=log)
+        "test_sleep.py"]) + 'env = {{ SLOT_LOG = "{log}", SLOT_SLEEP = "0" }}\n' + suite_head("hidden", ["test_sleep.py"])
+        + 'env = {{ SLOT_LOG = "{log}", SLOT_FAIL = "1", SLOT_SLEEP = "0", CUDA_VISIBLE_DEVICES = "" }}\n'
+            ).format(py=PY, root=SUITES / "slots", log=log)
     text += "[pairing]\ninclude = [\n" + "".join(
         f'  {{ python = "{PY}", ort = "cpu", torch = "none", libs = "{libs}"{suite} }},\n'
         for libs, suite in (("a", ""), ("b", ', suite = "hidden"'))) + "]\n"
     (tmp_path / "m.toml").write_text(text)
     path = ":".join(d for d in os.environ["PATH"].split(":") if not os.path.exists(os.path.join(d, "nvidia-smi")))
-    proc = nox(tmp_path, venvs, "-s", "sweep", "--", "--gpus", "0", "--confirm", "0", env={"PATH": path})
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    # cell b fails on purpose: its confirmation rerun (after the slots) must hide the GPU as its first run did
+    proc = nox(tmp_path, venvs, "-s", "sweep", "--", "--gpus", "0", "--confirm", "1", env={"PATH": path})
+    assert proc.returncode != 0 and f"confirm: t-{PY}-b-normal: rerun 1 of 1" in proc.stdout, proc.stdout[-4000:]
     assert (f"1 mode run(s) get no GPU slot: their suite sets CUDA_VISIBLE_DEVICES and decides their GPU itself "
             f"(t-{PY}-b-normal: '')") in proc.stdout, proc.stdout[-4000:]
-    ends = {r["cuda_visible_devices"] for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"}
-    assert ends == {"0", ""}, ends  # the slot's GPU for one cell, the suite's hidden GPU for the other
+    ends = [r["cuda_visible_devices"] for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
+    assert sorted(ends) == ["", "", "0"], ends  # the slot's GPU for a; the suite's hidden one for b, run and rerun
     hidden = json.loads((tmp_path / "results" / f"t-{PY}-b-normal.json").read_text())
     assert hidden["env"]["CUDA_VISIBLE_DEVICES"] == "" and hidden["gpu"]["cuda_visible_devices"] == ""
 
