@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
 from conftest import PY, REPO, SUITES
 from matrixtext import matrix_head, suite_head
-from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
 
 CELL = f"t-{PY}-x"
 DTYPES = "test_subtests.py::TestScatterLike::test_dtypes"
@@ -186,7 +186,7 @@ def test_a_sweep_gives_a_suite_that_sets_cuda_visible_devices_no_gpu_slot(tmp_pa
     assert hidden["env"]["CUDA_VISIBLE_DEVICES"] == "" and hidden["gpu"]["cuda_visible_devices"] == ""
 
 
-def test_bisect_follows_a_subtest_to_the_build_that_broke_it(harness, series):
+def test_bisect_follows_a_subtest_to_the_build_that_broke_it(harness, series):  # noqa: F811  (the fixture)
     harness.venvs = harness.tmp / "own-venvs"  # these venvs hold the series' builds, which no other test has
     env = {"MATRIX_BASELINES": str(harness.tmp / "baselines")}
 
