@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Subtests on the nvidia-h200 device (issue 46). Two calls of one lease, STEP=A then STEP=B:
-#   A. docs/evidence/subtests/matrix.toml, ORT's subTest-based CUDA op tests (ScatterND, PagedAttention int4,
+#   A. docs/evidence/subtests/matrix.toml, ORT's subTest-based CUDA op tests (ScatterND, float8 casts,
 #      MatMulNBits prepacked): calibrate the working CUDA 13 cell, run it again (green), the bare recipe beside it
 #      per subtest; the same suite with the GPU hidden by the suite's env (CUDA_VISIBLE_DEVICES = ""), beside the
 #      bare recipe with CUDA_VISIBLE_DEVICES= ; ORT's CUDA 12 build 1.23.2 on the CUDA 13 image with nothing
@@ -12,6 +12,7 @@
 #   ../shared/device/stage onnxruntime-gpu==1.31.1 onnxruntime-gpu==1.23.2 nvidia-cudnn-cu13==9.12.0.46 \
 #     onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock defusedxml jinja2 pyelftools setuptools \
 #     einops rich coloredlogs
+#   (nvidia-cudnn-cu13 serves step B's gpu-3.12-h200pip only)
 # and onnx 1.18.0 in .whl/ (git-ignored): pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux_2_17_x86_64 -d .whl onnx==1.18.0
 # ORT's test files in .ort-src/ (git-ignored; carry ".ort-src"), the old engine in .old-main/ (carry it for B):
