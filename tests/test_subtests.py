@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
-from conftest import PY, REPO, SUITES
+from conftest import PY, REPO, SUITES, run_dir
 from matrixtext import matrix_head, suite_head
+from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
 
 CELL = f"t-{PY}-x"
 DTYPES = "test_subtests.py::TestScatterLike::test_dtypes"
@@ -123,12 +123,27 @@ def test_a_sweep_names_a_subtest_regression_and_confirms_it_by_rerunning_its_tes
     assert ("test", f"{DTYPES} (dtype='bf16', i=1)") in tests, doc["regressions"]
     assert f"confirm: {CELL}-normal: rerun 1 of 1, 1 test(s)" in proc.stdout  # the subtest's test, once
     assert "bf16', i=1)" in proc.stdout and "not reproduced" not in proc.stdout
+    # a tier that changed inside a subtest, and a subtest's session served by the CPU now: each named by its id
+    for env, kind in (({"FAKE_SDPA_TIER": "FLASH_ATTENTION"}, "tier"), ({"CUDA_STANDIN_MODE": "log_and_skip"}, "ep")):
+        matrix(tmp_path, env=env)
+        assert nox(tmp_path, venvs, "-s", "sweep", "--", "--baseline", "before", "--confirm", "0").returncode != 0
+        changed = {c["test"] for c in json.loads((tmp_path / "results" / "sweep.json").read_text())["regressions"]
+                   if c["kind"] == kind}
+        assert {f"{DTYPES} (dtype='fp16', i=0)", f"{FIXTURE} [case] (n=1)"} <= changed, (kind, changed)
 
 
-def test_under_pytest_8_a_failing_subtest_fails_its_whole_test(tmp_path, venvs):
+@pytest.fixture(scope="session")
+def pytest8_venvs(tmp_path_factory):
+    """Venvs with pytest 8, another fingerprint than the shared ones: built once per run, never in their dir."""
+    return run_dir(tmp_path_factory, "venvs-pytest8")
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_under_pytest_8_a_failing_subtest_fails_its_whole_test(tmp_path, pytest8_venvs, workers):
+    args = f"pytest_args = {json.dumps(list(workers))}\n" if workers else ""
     matrix(tmp_path, env={"SUBTESTS_BREAK": "fp16/0"}, files=["test_subtests.py"],
-           tools=["pytest==8.4.2", "pytest-xdist"])
-    proc = nox(tmp_path, tmp_path / "own-venvs", "-s", CELL)  # another fingerprint: never the shared venv
+           tools=["pytest==8.4.2", "pytest-xdist"], extra=args)
+    proc = nox(tmp_path, pytest8_venvs, "-s", CELL)
     assert proc.returncode != 0, proc.stdout[-4000:]
     r = result(tmp_path)
     witnesses_agree(r)
