@@ -58,6 +58,7 @@ OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
 _TIMINGS_KEY = "ort_matrix_timings"
+_ENV_KEY = "ort_matrix_env"
 
 
 def _forced_options() -> dict[str, str]:
@@ -99,7 +100,8 @@ class Probe:
         loaded: tuple[dict[str, Any] | None, Callable[[], None]] = (
             config.stash.get(LOADER, None) or apply_loader(os.environ.get(LOADER_ENV)))
         self.loader, self.unload = loaded
-        self.env = _watched_env()  # before any conftest or test can change it
+        self.env = _watched_env()  # read again once collection has imported every conftest (collection_finish)
+        self.envs: dict[str, dict[str, str | None]] = {}  # the xdist workers', as each read its own
         self.scopes = Scopes(lambda: self.current, self._fold)
         self.calls: dict[str, Any] = {}  # each running test's call report, read again once pytest is done with it
         self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(self.scopes.key)
@@ -127,7 +129,7 @@ class Probe:
         tiers = self.pending_sdpa.get(key, []) if key else []
         ep = self.census.take(key, keep=True) if key and self.census else []
         report.user_properties.append(
-            (SUBTEST_PROP, {"id": self.scopes.name(report), "sdpa": list(tiers), "ep": ep}))
+            (SUBTEST_PROP, {"id": self.scopes.name(report), "sdpa": list(tiers), "ep": ep, "scoped": key is not None}))
         if key:
             self._fold(key, report.nodeid)
 
@@ -180,6 +182,7 @@ class Probe:
     # collection: counted where it happens, so an early exit cannot hide how much was there
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.marks.mark("collected")
+        self.env = _watched_env()  # what the tests will start with: after every conftest, before any test
         if not self.is_worker:
             self.collected["controller"] = len(session.items)
             self._mark("collected", str(len(session.items)))
@@ -242,6 +245,8 @@ class Probe:
             self._attach_subtest(report)
         elif not subtest and report.when == "call":
             self.calls[report.nodeid] = report  # pytest may still turn it failed for its subtests (read at teardown)
+            if getattr(report, "outcome", None) == "rerun":
+                self.scopes.forget(report.nodeid)  # the attempt to come numbers its repeated subtests afresh
         reporting.record(self.tests, report)
         if report.when == "teardown":
             call = self.calls.pop(report.nodeid, None)
@@ -261,6 +266,9 @@ class Probe:
         marks = getattr(node, "workeroutput", {}).get(_TIMINGS_KEY)
         if marks:
             self.timings[str(getattr(node, "gateway", node).id)] = json.loads(marks)
+        env = getattr(node, "workeroutput", {}).get(_ENV_KEY)
+        if env:
+            self.envs[str(getattr(node, "gateway", node).id)] = json.loads(env)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -274,6 +282,7 @@ class Probe:
             self.config.workeroutput[_AUDIT_KEY] = json.dumps(  # type: ignore[attr-defined]
                 {**audit(), "loader": self.loader, "process": self.process_name})
             self.config.workeroutput[_POLLUTION_KEY] = json.dumps(self.isolation.entries)  # type: ignore[attr-defined]
+            self.config.workeroutput[_ENV_KEY] = json.dumps(self.env)  # type: ignore[attr-defined]
             return
         if not getattr(self.config.option, "numprocesses", None):
             self.audits.append({**audit(), "loader": self.loader, "process": "controller"})  # it ran the tests
@@ -301,7 +310,9 @@ class Probe:
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
                 "provenance": {**provenance(), "ort_imported_version": self._imported_version()},
                 "isolation": self.isolation.mode, "pollution": [*self.pollution, *self.isolation.entries],
-                "timings": {"controller": self.marks.to_dict(), **self.timings}, "env": self.env,
+                "timings": {"controller": self.marks.to_dict(), **self.timings},
+                "env": self.envs[min(self.envs)] if self.envs else self.env,  # a process that ran the tests
+                "envs": {"controller": self.env, **self.envs},
                 "subtests_verbosity": _subtests_verbosity(self.config)}
 
     def _imported_version(self) -> str | None:

@@ -54,6 +54,8 @@ def _subtest(entry: TestEntry, report: Any, prop: dict[str, Any]) -> None:
                          "duration_s": round(getattr(report, "duration", 0.0), 4)}
     if prop.get("ep"):
         sub["ep"] = list(prop["ep"])
+    if prop.get("scoped") is False:
+        sub["unscoped"] = True
     entry.setdefault("subtests", {})[str(prop.get("id"))] = sub
 
 
@@ -68,7 +70,7 @@ def settle(entry: TestEntry, pytest_said: str | None) -> None:
     junit counts it pytest's way. `pytest_said` is the call report's outcome as pytest left it."""
     failing = [s for s in (entry.get("subtests") or {}).values() if s["outcome"] == "failed"]
     own = entry.get("outcome")
-    if failing and (own in ("passed", "xpassed") or entry.get("message") == failed_by_subtests(len(failing))):
+    if failing and (own in ("passed", "xpassed", "skipped") or entry.get("message") == failed_by_subtests(len(failing))):
         entry["outcome"], entry["message"], entry["by_subtests"] = "failed", failed_by_subtests(len(failing)), True
     said = {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(pytest_said or "")
     if said and entry.get("outcome") in ("passed", "failed") and said != entry.get("outcome"):
@@ -89,7 +91,9 @@ def record(tests: dict[str, TestEntry], report: Any) -> None:
     wasxfail = hasattr(report, "wasxfail")
     if getattr(report, "outcome", None) == "rerun":  # pytest-rerunfailures: a failed attempt, tried again
         entry["reruns"] = entry.get("reruns", 0) + 1
-        entry["rerun_messages"] = [*entry.get("rerun_messages", []), message_of(report)][-3:]
+        failing = [f"{sid}: {s['message']}" for sid, s in (entry.pop("subtests", None) or {}).items()
+                   if s["outcome"] == "failed"]  # that attempt's subtests go with it: the next attempt reports its own
+        entry["rerun_messages"] = [*entry.get("rerun_messages", []), *(failing or [message_of(report)])][-3:]
         return
     if report.when not in ("setup", "call", "teardown"):
         if report.failed:  # xdist's crashed-worker report: the test has no outcome of its own

@@ -79,6 +79,9 @@ class SubtestEntry(TypedDict):
     sdpa: list[str]  # the tiers printed while it was the innermost subtest open
     duration_s: float
     ep: NotRequired[list[EpUse]]  # the CUDA-asking sessions built or run while it was open
+    # reported with no scope of its own open (unittest under Python < 3.11 reports subtests after the test ends):
+    # what ran inside it is its test's only
+    unscoped: NotRequired[bool]
 
 
 class TestEntry(TypedDict):
@@ -202,7 +205,8 @@ class ProbeReport(TypedDict):
     # where each process's start went (timings.py), by "controller" or worker id; optional, so no version bump:
     # engines that predate it ignore it, and reports that predate it read as having none
     timings: NotRequired[dict[str, dict[str, float | None]]]
-    # the watched variables as the test process had them when the session began (None: unset), read from
-    # os.environ in the process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
+    # the watched variables as a process that ran the tests had them once collection ended (None: unset), read
+    # from os.environ in that process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
     env: NotRequired[dict[str, str | None]]
+    envs: NotRequired[dict[str, dict[str, str | None]]]  # the same, per process: "controller" and each xdist worker
     subtests_verbosity: NotRequired[int | None]  # pytest >= 9's for subtests: at 0 its summary omits passing ones

@@ -165,18 +165,20 @@ def test_a_suite_env_reaches_the_test_process_as_written_the_empty_string_includ
     assert r["gpu"]["cuda_visible_devices"] == ""
 
 
-def test_an_env_the_test_process_did_not_get_as_set_fails_the_run(tmp_path, venvs):
+@pytest.mark.parametrize("workers, process", [((), "controller"), (("-n", "2"), "gw0")], ids=["one process", "xdist"])
+def test_an_env_the_test_process_did_not_get_as_set_fails_the_run(tmp_path, venvs, workers, process):
     log = tmp_path / "env.json"
+    args = f"pytest_args = {json.dumps(list(workers))}\n" if workers else ""
     matrix(tmp_path, env={"SUBTESTS_ENV_LOG": str(log), "SUBTESTS_ENV_PROBE": ""}, files=["test_env_changed.py"],
-           root=SUITES / "subtests_envconftest")
+           root=SUITES / "subtests_envconftest", extra=args)
     text = (tmp_path / "m.toml").read_text().replace('pythonpath = [', 'pythonpath = ["../subtests", ', 1)
     (tmp_path / "m.toml").write_text(text)
     proc = nox(tmp_path, venvs, "-s", CELL)
     assert proc.returncode != 0, proc.stdout[-4000:]
     r = result(tmp_path)
-    assert ("the environment set for the test process did not reach it: SUBTESTS_ENV_PROBE='' "
-            "(the test process had 'changed by conftest')") in r["reasons"], r["reasons"]
-    assert r["env"]["SUBTESTS_ENV_PROBE"] == "changed by conftest"
+    assert any(x.startswith("the environment set for the test process did not reach it: ") and
+               f"SUBTESTS_ENV_PROBE='' ({process} had 'changed by conftest')" in x for x in r["reasons"]), r["reasons"]
+    assert r["env"]["SUBTESTS_ENV_PROBE"] == "changed by conftest"  # what the tests had, not what was meant
 
 
 def test_a_sweep_gives_a_suite_that_sets_cuda_visible_devices_no_gpu_slot(tmp_path, venvs):

@@ -1,8 +1,11 @@
 """Subtests in the engine, in process: ids read back to their test, which rules cover them, how junit counts
 them, what a verdict names, and when calibrate folds a test's subtests into one rule."""
+from types import SimpleNamespace
+
 import pytest
 
-from ort_gpu_matrix.config.model import PassExpect, Rule, TeethExpect
+from ort_gpu_matrix.calibrate.seen import Item, folded
+from ort_gpu_matrix.config.model import PassExpect, Rule, TeethExpect, TierRule
 from ort_gpu_matrix.execute import summary
 from ort_gpu_matrix.judge import outcomes
 from ort_gpu_matrix.judge.counts import TestResult as Ran
@@ -12,6 +15,7 @@ from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import bitten, junit_counts
 from ort_gpu_matrix.judge.verdicts import judge_counts, judge_teeth
 from ort_gpu_matrix.judge.witnesses import summary_reasons
+from ort_matrix_probe.report import settle
 from ort_matrix_probe.schema import parent_of, subtest_description
 
 T = "f.py::TestOps::test_loop"
@@ -54,7 +58,8 @@ def test_a_rule_covers_a_subtest_when_it_names_it_or_says_subtests():
     assert covers("test_loop", T) and not covers("test_loop", S1)  # written for the test: the test only
     assert covers("test_loop", S1, subtests=True)
     assert covers(r"test_loop \[case\] \(i=1\)", S1) and not covers(r"test_loop \[case\] \(i=1\)", S2)
-    assert covers("i=1", S1) and not covers("i=1", T)
+    assert not covers("i=1", S1) and not covers(r"\(i=1\)$", S1)  # the description alone names no test
+    assert covers(r"test_loop \[case\] \(i=1", S1)
     assert covers("^f\\.py::TestOps::test_loop$", S2, subtests=True)  # calibrate's folded rule
     assert not covers("other", S1, subtests=True)
 
@@ -96,7 +101,7 @@ def test_a_verdict_names_each_failing_subtest_and_not_its_test_again():
     found = judge_counts(PassExpect(), tests, count(None, tests), None)
     (line,) = [r for r in found.reasons if "unexpected" in r]
     assert line == f"1 unexpected failure(s): {S1} failed: AssertionError: broke"
-    known = PassExpect(known_failures=(Rule(r"\(i=1\)$", "known"),))
+    known = PassExpect(known_failures=(Rule(r"test_loop \[case\] \(i=1\)$", "known"),))
     assert judge_counts(known, tests, count(None, tests), None).reasons == []
     assert expected_of(known, tests, None) == {S1: "known failure", T: SUBTESTS_EXPECTED}
     for_the_test = PassExpect(known_failures=(Rule("test_loop$", "known"),))
@@ -106,7 +111,7 @@ def test_a_verdict_names_each_failing_subtest_and_not_its_test_again():
 
 def test_teeth_bites_through_subtests():
     tests = [loop(), sub(S1, "failed", CANARY), sub(S2, "failed", CANARY)]
-    assert bitten(tests, CANARY) == {T, S1, S2}
+    assert bitten(tests, CANARY) == {S1, S2}  # its test bites through them, never itself
     found = judge_teeth(teeth_expect(min_failures=2), tests, count(None, tests), None)
     assert not [r for r in found.reasons if "other than the canary" in r or "min_failures" in r], found.reasons
     half = [loop(), sub(S1, "failed", CANARY), sub(S2, "failed", "AssertionError: something else")]
@@ -127,3 +132,30 @@ def test_pytest_s_summary_line_is_read_and_checked_in_its_own_categories(tmp_pat
     assert summary_reasons({"failed": 1, "passed": 1, "skipped": 1, "subtests passed": 1}, tests, quiet=False) == []
     assert summary_reasons({"failed": 1, "passed": 2, "skipped": 1}, tests, quiet=True) == [
         "the probe's report and pytest's summary line disagree (passed: the probe 1, pytest 2)"]
+
+
+def test_a_tier_rule_still_judges_the_passing_siblings_of_an_accepted_failing_subtest():
+    tests = [loop(sdpa=("CUDNN_FLASH_ATTENTION", "MATH")), sub(S1, "failed", "AssertionError: broke",
+             ["CUDNN_FLASH_ATTENTION"]), sub(S2, "passed", sdpa=["MATH"]), *passing(1)]
+    expect = PassExpect(known_failures=(Rule(r"test_loop \[case\] \(i=1\)$", "known"),),
+                        tiers=(TierRule("test_loop$", ("CUDNN_FLASH_ATTENTION",)),))
+    reasons = judge_counts(expect, tests, count(None, tests), None).reasons
+    assert len(reasons) == 1 and "broken by 1 test(s)" in reasons[0] and "MATH" in reasons[0], reasons
+
+
+def test_calibrate_folds_a_tests_subtests_only_where_no_run_of_it_passed_one():
+    def item(text, seen):
+        return Item(text, "AssertionError: broke", seen)
+    failing = SimpleNamespace(tests=[loop(), sub(S1, "failed"), sub(S2, "failed")])
+    passing = SimpleNamespace(tests=[Ran(T, "passed", "", ()), sub(S1, "passed"), sub(S2, "passed")])
+    grouped = {S1: [item(S1, failing)], S2: [item(S2, failing)]}
+    assert list(folded(grouped, [failing])[1]) == [T]
+    left, per_test = folded(grouped, [failing, passing])  # another cell ran them and they passed there
+    assert per_test == {} and sorted(left) == [S1, S2]
+
+
+def test_a_test_that_skips_after_a_failing_subtest_is_failed_and_the_exit_code_agrees():
+    entry = {"outcome": "skipped", "message": "later", "sdpa": [], "duration_s": 0.0,
+             "subtests": {S1: {"outcome": "failed", "message": "AssertionError: broke", "sdpa": [], "duration_s": 0.0}}}
+    settle(entry, "skipped")
+    assert (entry["outcome"], entry["pytest_outcome"], entry["by_subtests"]) == ("failed", "skipped", True)

@@ -164,13 +164,13 @@ def uncovered(covered: Callable[[str], bool], items: Sequence[Item]) -> dict[str
     return dict(sorted(out.items()))
 
 
-def folded(grouped: dict[str, list[Item]]) -> tuple[dict[str, list[Item]], dict[str, list[Item]]]:
+def folded(grouped: dict[str, list[Item]], runs: Sequence[Seen]) -> tuple[dict[str, list[Item]], dict[str, list[Item]]]:
     """(the items left one by one, and per test the items of its subtests written as one rule).
 
-    A test's subtests fold into one rule (its id, `subtests = true`) only when, in every run that saw any of
-    them, every subtest of the test is an item and all of them have one reason: the rule then says no more
-    than the items would. Anything less stays one rule per subtest, so a subtest that still passes is never
-    covered by a rule written for its failing siblings."""
+    A test's subtests fold into one rule (its id, `subtests = true`) only when, in every calibrated run of the
+    mode that ran the test, every subtest of it is an item and all of them have one reason: the rule then says no
+    more than the items would. Anything less stays one rule per subtest, so a subtest that passes in some cell is
+    never covered by a rule written for its failing siblings in another."""
     by_test: dict[str, list[str]] = {}
     for text in grouped:
         parent = parent_of(text)
@@ -179,8 +179,9 @@ def folded(grouped: dict[str, list[Item]]) -> tuple[dict[str, list[Item]], dict[
     left, out = dict(grouped), {}
     for test, texts in by_test.items():
         found = [i for text in texts for i in grouped[text]]
-        runs = {(i.seen.cell.name, i.seen.mode, i.seen.round): i.seen for i in found}
-        every = all({t.nodeid for t in seen.tests if t.parent == test} <= set(texts) for seen in runs.values())
+        ran = [[t for t in seen.tests if t.parent == test] for seen in runs
+               if any(t.nodeid == test or t.parent == test for t in seen.tests)]
+        every = all(subs and all(t.outcome in FAILING and t.nodeid in texts for t in subs) for subs in ran)
         if len(texts) > 1 and every and len({i.reason for i in found}) == 1:
             out[test] = found
             for text in texts:

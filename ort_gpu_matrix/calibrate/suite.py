@@ -115,7 +115,8 @@ class SuiteCalibration:
             out.append(dataclasses.replace(rule, observed=tuple(sorted(
                 elsewhere + observed_of(hits), key=lambda o: (o.cell, o.ort, o.date))) if hits or elsewhere
                 else rule.observed))
-        one_by_one, per_test = folded(uncovered(lambda text: any(rule_covers(r, text) for r in out), items))
+        one_by_one, per_test = folded(uncovered(lambda text: any(rule_covers(r, text) for r in out), items),
+                                      [s for s in self.runs if s.mode == mode])
         out += [Rule(literal_regex(text), reason_of(found), observed_of(found))
                 for text, found in one_by_one.items()]
         out += [Rule(literal_regex(test), reason_of(found), observed_of(found), subtests=True)

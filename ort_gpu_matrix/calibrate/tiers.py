@@ -27,6 +27,7 @@ from ..config.model import Observation, TierRule
 from ..judge.covers import rule_covers
 from ..judge.flaky import Seen as Ran
 from ..judge.outcomes import JUDGED
+from ..judge.subtests import as_judged
 from ..judge.tiers import breaks_of, function_of, function_regex, rule_text
 
 
@@ -49,7 +50,7 @@ def passed_by_function(runs: Sequence[tuple[Observation, Sequence[S]]], covered:
     cases: dict[str, dict[str, dict[str, list[V]]]] = {}
     observed: dict[str, set[Observation]] = {}
     for observation, tests in runs:
-        for t in tests:
+        for t in as_judged(tests):  # a test failed by its subtests alone: its passing parts, as a pass
             if t.outcome not in JUDGED or parent_of(t.nodeid) is not None or any(re.search(k, t.nodeid) for k in covered):
                 continue  # a subtest: its test carries its tiers and EP uses, and the rule judges the test
             fn = function_of(t.nodeid)

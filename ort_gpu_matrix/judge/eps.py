@@ -31,6 +31,7 @@ from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
+from .subtests import as_judged
 from .tiers import function_of
 
 CUDA_EP = "CUDAExecutionProvider"
@@ -137,7 +138,8 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
         for use in t.ep:
             runs.update({str(k): int(v) for k, v in use["runs"].items()})
             kind = use.get("fallback")
-            if kind and use["session"] not in named.get(t.nodeid, ()):  # else its subtests name it, each
+            inside = named.get(t.nodeid, {}).get(use["session"])
+            if kind and (inside is None or sum(use["runs"].values()) > inside):  # else its subtests name it, each
                 fallbacks.append(Fallback(t.nodeid, kind, list(use["asked"]), list(use["served"]),
                                           use.get("reason", "")))
         errors = [u.get("error", "") for u in t.ep if u.get("error")]
@@ -148,15 +150,22 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
     return EpCensus(taken, per_test, fallbacks, sorted(hollow))
 
 
-def _named_by_subtests(tests: Sequence[Seen]) -> dict[str, set[int]]:
-    """Per test, the sessions whose fallback one of its subtests met: a test's census holds its subtests', so
-    the fallback is listed once, under the subtest it happened in."""
-    out: dict[str, set[int]] = {}
+def _named_by_subtests(tests: Sequence[Seen]) -> dict[str, dict[int, int]]:
+    """Per test, the sessions whose fallback one of its subtests met, with the runs its subtests made of each: a
+    test's census holds its subtests', so such a fallback is listed once, under the subtest it happened in, unless
+    the test also ran that session outside its subtests (then it is listed under the test too)."""
+    runs: dict[str, dict[int, int]] = {}
+    fell: dict[str, set[int]] = {}
     for t in tests:
         parent = parent_of(t.nodeid)
-        if parent is not None:
-            out.setdefault(parent, set()).update(u["session"] for u in t.ep if u.get("fallback"))
-    return out
+        if parent is None:
+            continue
+        for u in t.ep:
+            per = runs.setdefault(parent, {})
+            per[u["session"]] = per.get(u["session"], 0) + sum(u["runs"].values())
+            if u.get("fallback"):
+                fell.setdefault(parent, set()).add(u["session"])
+    return {p: {sid: runs[p][sid] for sid in sids} for p, sids in fell.items()}
 
 
 def _allowed(rules: Sequence[FallbackRule], nodeid: str, reason: str) -> str | None:
@@ -200,7 +209,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
                 "no test it matches fell back" if ran else GONE)
         out.stale.append(("allowed_fallbacks", rule, what, near or ran))
     for runs_rule in expect.cuda_runs:
-        out.reasons += _cuda_runs(runs_rule, tests, result, out)
+        out.reasons += _cuda_runs(runs_rule, as_judged(tests), result, out)
     if result.hollow:
         lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
         out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "

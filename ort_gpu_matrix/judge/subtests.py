@@ -8,10 +8,15 @@ where pytest called it failed (a unittest test with failing subtests reads passe
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from .counts import TestResult
-from .outcomes import bites
+from .outcomes import FAILING, bites
+
+T = TypeVar("T")
 
 
 def carried(tests: Iterable[TestResult]) -> set[str]:
@@ -20,14 +25,33 @@ def carried(tests: Iterable[TestResult]) -> set[str]:
 
 
 def bitten(tests: list[TestResult], canary: str) -> set[str]:
-    """Tests and subtests that failed with exactly the canary, and tests failed only by subtests that all did."""
-    out = {t.nodeid for t in tests if bites(t.outcome, t.message, canary)}
-    failing: dict[str, list[str]] = {}
+    """Tests and subtests that failed with exactly the canary. A test failed by its subtests bites through them,
+    each by name; it is never bitten itself (what it dispatched outside them would go unchecked)."""
+    return {t.nodeid for t in tests if bites(t.outcome, t.message, canary)}
+
+
+def as_judged(tests: Sequence[T]) -> list[T]:
+    """Tests as tier and cuda_runs rules judge them. A test failed by its subtests alone is judged, as a pass, on
+    what its passing parts dispatched (its own tiers outside its subtests and its passing subtests'); its failing
+    subtests are judged apart, by name. Else one accepted failing subtest would hide a tier change in its siblings."""
+    failing: dict[str, Counter[str]] = {}
     for t in tests:
-        if t.parent is not None and t.outcome == "failed":
-            failing.setdefault(t.parent, []).append(t.nodeid)
-    out |= {t.nodeid for t in tests if t.by_subtests and failing.get(t.nodeid)
-            and all(n in out for n in failing[t.nodeid])}
+        parent = getattr(t, "parent", None)
+        if parent is not None and getattr(t, "outcome", None) in FAILING:
+            failing.setdefault(parent, Counter()).update(getattr(t, "sdpa", ()))
+    out = []
+    for t in tests:
+        if not getattr(t, "by_subtests", False):
+            out.append(t)
+            continue
+        left = Counter(failing.get(getattr(t, "nodeid", ""), Counter()))
+        kept = []
+        for tier in getattr(t, "sdpa", ()):
+            if left[tier] > 0:
+                left[tier] -= 1
+            else:
+                kept.append(tier)
+        out.append(dataclasses.replace(t, outcome="passed", sdpa=tuple(kept)))  # type: ignore[type-var]
     return out
 
 

@@ -171,7 +171,7 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     skips = [t.message for t in tests if t.outcome == "skipped"]
     out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
                   for p in expect.allowed_skips if not any(re.search(p, m) for m in skips)]
-    tiers = tierrules.judge(expect.tiers, [t for t in tests if t.nodeid not in flaky])  # calibrate left them out
+    tiers = tierrules.judge(expect.tiers, [t for t in subtests.as_judged(tests) if t.nodeid not in flaky])
     out.reasons += tiers.reasons
     out.tier_breaks = tiers.breaks
     out.stale += [StaleRule("tiers", s.rule.test, s.rule.reason, s.what, tuple(o.cell for o in s.rule.observed),
@@ -316,6 +316,11 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     if skewed:
         warnings.append(skewed)
     warnings += pollution_warnings(report)
+    unscoped = [sid for t in (report["tests"] if report else {}).values()
+                for sid, s in (t.get("subtests") or {}).items() if s.get("unscoped")]
+    if unscoped:
+        warnings.append(f"{len(unscoped)} subtest(s) were reported after their test ended (unittest before Python 3.11):"
+                        f" their tiers and EP uses are counted for their test only: {listing(unscoped)}")
     unattributed = list(report.get("unattributed_sdpa", [])) if report else []
     if unattributed:
         warnings.append(f"{len(unattributed)} SdpaKernel token(s) printed while no session that asked for the CUDA EP "

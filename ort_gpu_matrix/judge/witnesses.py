@@ -46,10 +46,11 @@ class Evidence:
 def env_reasons(meant: dict[str, str] | None, report: ProbeReport) -> list[str]:
     """A variable the harness or the suite set that the test process did not have as set: its run is not the
     run the config describes (a suite's CUDA_VISIBLE_DEVICES = "" that never arrived ran on the GPU)."""
-    seen = report.get("env")
-    if not meant or not isinstance(seen, dict):
+    envs = report.get("envs") or ({"the test process": report["env"]} if isinstance(report.get("env"), dict) else {})
+    if not meant or not envs:
         return []
-    wrong = [f"{name}={value!r} (the test process had {'it unset' if seen[name] is None else repr(seen[name])})"
+    wrong = [f"{name}={value!r} ({process} had {'it unset' if seen[name] is None else repr(seen[name])})"
+             for process, seen in sorted(envs.items()) if isinstance(seen, dict)
              for name, value in sorted(meant.items()) if name in seen and seen[name] != value]
     return [f"the environment set for the test process did not reach it: {listing(wrong)}"] if wrong else []
 
@@ -100,7 +101,7 @@ def cross_checks(ev: Evidence, tests: list[TestResult], counts: Counts) -> list[
     if ev.exit_code is not None and said != ev.exit_code and not late_warnings_limit:
         reasons.append(f"the probe's report says pytest exited {report.get('exitstatus')}, "
                        f"but the process exited {ev.exit_code}")
-    failing = counts.failed + counts.errors
+    failing = counts.failed + counts.errors + counts.subtests_failed  # a test may skip after a failing subtest
     if ev.exit_code == 1 and failing == 0:
         reasons.append("pytest exited 1 but no failure was recorded")
     elif ev.exit_code == 0 and failing:
