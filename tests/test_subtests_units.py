@@ -13,9 +13,9 @@ from ort_gpu_matrix.judge.counts import census, count, units
 from ort_gpu_matrix.judge.covers import covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import bitten, junit_counts
-from ort_gpu_matrix.judge.verdicts import judge_counts, judge_teeth
-from ort_gpu_matrix.judge.witnesses import summary_reasons
-from ort_matrix_probe.report import settle
+from ort_gpu_matrix.judge.verdicts import Standard, judge, judge_counts, judge_teeth
+from ort_gpu_matrix.judge.witnesses import Evidence, summary_reasons
+from ort_matrix_probe.report import SUBTEST_PROP, record, settle
 from ort_matrix_probe.schema import parent_of, subtest_description
 
 T = "f.py::TestOps::test_loop"
@@ -159,3 +159,35 @@ def test_a_test_that_skips_after_a_failing_subtest_is_failed_and_the_exit_code_a
              "subtests": {S1: {"outcome": "failed", "message": "AssertionError: broke", "sdpa": [], "duration_s": 0.0}}}
     settle(entry, "skipped")
     assert (entry["outcome"], entry["pytest_outcome"], entry["by_subtests"]) == ("failed", "skipped", True)
+
+
+def test_a_rerun_attempt_takes_its_subtests_with_it():
+    """pytest-rerunfailures: the failed attempt's subtests are not the next attempt's; its failures are kept as
+    the rerun's messages, and the attempt that counts reports its own."""
+    tests = {}
+
+    def report(when, outcome, sub=None, message=""):
+        props = [(SUBTEST_PROP, {"id": sub, "sdpa": [], "ep": [], "scoped": True})] if sub else []
+        return SimpleNamespace(nodeid=T, when=when, outcome=outcome, user_properties=props, duration=0.0,
+                               passed=outcome == "passed", failed=outcome == "failed", skipped=False,
+                               longrepr=message or None)
+    record(tests, report("call", "failed", S1, "AssertionError: first attempt"))
+    record(tests, report("call", "rerun", message="contains 1 failed subtest"))
+    assert "subtests" not in tests[T] and tests[T]["reruns"] == 1
+    assert tests[T]["rerun_messages"] == [f"{S1}: AssertionError: first attempt"]
+    record(tests, report("call", "passed", S1))
+    record(tests, report("call", "passed"))
+    record(tests, report("teardown", "passed"))
+    settle(tests[T], "passed")
+    assert tests[T]["outcome"] == "passed" and tests[T]["subtests"][S1]["outcome"] == "passed"
+
+
+def test_subtests_reported_after_their_test_ended_are_warned_about():
+    report = {"report_version": 4, "exitstatus": 0, "tests": {T: {
+        "outcome": "passed", "message": "", "sdpa": ["MATH"], "duration_s": 0.0,
+        "subtests": {S1: {"outcome": "passed", "message": "", "sdpa": [], "duration_s": 0.0, "unscoped": True}}}},
+        "collection": [], "collected": {"controller": 1}, "audits": [], "outside_tests_sdpa": [],
+        "unattributed_sdpa": []}
+    ev = Evidence(0, report, None, None, None, None, None, None)
+    v = judge(ev, Standard(judge_counts, PassExpect(min_passed=0), (), "/venv"))
+    assert any("1 subtest(s) were reported after their test ended" in w and S1 in w for w in v.warnings), v.warnings
