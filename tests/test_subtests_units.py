@@ -10,9 +10,9 @@ from ort_gpu_matrix.execute import summary
 from ort_gpu_matrix.judge import outcomes
 from ort_gpu_matrix.judge.counts import TestResult as Ran
 from ort_gpu_matrix.judge.counts import census, count, units
-from ort_gpu_matrix.judge.covers import covers
+from ort_gpu_matrix.judge.covers import covers, rule_covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
-from ort_gpu_matrix.judge.subtests import bitten, junit_counts
+from ort_gpu_matrix.judge.subtests import as_judged, bitten, junit_counts, summary_counts
 from ort_gpu_matrix.judge.verdicts import Standard, judge, judge_counts, judge_teeth
 from ort_gpu_matrix.judge.witnesses import Evidence, summary_reasons
 from ort_matrix_probe.report import SUBTEST_PROP, record, settle
@@ -191,3 +191,29 @@ def test_subtests_reported_after_their_test_ended_are_warned_about():
     ev = Evidence(0, report, None, None, None, None, None, None)
     v = judge(ev, Standard(judge_counts, PassExpect(min_passed=0), (), "/venv"))
     assert any("1 subtest(s) were reported after their test ended" in w and S1 in w for w in v.warnings), v.warnings
+
+
+def test_a_test_failed_by_its_subtests_is_judged_by_tier_rules_on_its_passing_parts_only():
+    tests = [loop(sdpa=("FLASH_ATTENTION", "MATH", "MATH", "CUDNN_FLASH_ATTENTION")),
+             sub(S1, "failed", "AssertionError: broke", ["MATH"]), sub(S2, "passed", sdpa=["MATH"]),
+             Ran("f.py::t2", "failed", "own", ("MATH",))]
+    judged = as_judged(tests)
+    assert judged[0].outcome == "passed" and sorted(judged[0].sdpa) == ["CUDNN_FLASH_ATTENTION", "FLASH_ATTENTION",
+                                                                        "MATH"]  # one MATH was the failing one's
+    assert judged[1:] == tests[1:]  # subtests and other tests as they are
+    twice = [loop(sdpa=("MATH", "MATH", "MATH")), sub(S1, "failed", "AssertionError: broke", ["MATH", "MATH"])]
+    assert as_judged(twice)[0].sdpa == ("MATH",)  # each of the failing subtest's tokens taken once
+
+
+def test_a_rule_names_a_subtest_across_the_boundary_and_says_subtests_through_rule_covers():
+    assert covers(r"p \[case\]", S1)  # the end of its test's id and the start of its description
+    assert not covers(r"\[case\] \(i=1\)$", S1)  # the whole description, but only the description
+    assert rule_covers(Rule("test_loop$", "r", subtests=True), S1) and not rule_covers(Rule("test_loop$", "r"), S1)
+
+
+def test_each_witness_count_adds_up_per_outcome():
+    tests = [Ran("f.py::a", "passed", "", ()), Ran("f.py::b", "passed", "", ()), Ran("f.py::c", "error", "x", ()),
+             Ran("f.py::d", "xfailed", "x", ()), sub("f.py::a [m] (i=1)", "passed"), sub("f.py::a [m] (i=2)", "passed")]
+    assert junit_counts(tests) == (0, 1, 1)
+    assert summary_counts(tests, quiet=False) == {"passed": 2, "error": 1, "xfailed": 1, "subtests passed": 2}
+    assert summary_counts(tests, quiet=True) == {"passed": 2, "error": 1, "xfailed": 1}

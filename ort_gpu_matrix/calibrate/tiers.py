@@ -19,11 +19,12 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ort_matrix_probe.schema import parent_of
 
 from ..config.model import Observation, TierRule
+from ..judge.counts import TestResult
 from ..judge.covers import rule_covers
 from ..judge.flaky import Seen as Ran
 from ..judge.outcomes import JUDGED
@@ -50,7 +51,8 @@ def passed_by_function(runs: Sequence[tuple[Observation, Sequence[S]]], covered:
     cases: dict[str, dict[str, dict[str, list[V]]]] = {}
     observed: dict[str, set[Observation]] = {}
     for observation, tests in runs:
-        for t in as_judged(tests):  # a test failed by its subtests alone: its passing parts, as a pass
+        # a test failed by its subtests alone: its passing parts, as a pass (the tests are TestResults: counts.py)
+        for t in cast(Sequence[S], as_judged(cast(Sequence[TestResult], tests))):
             if t.outcome not in JUDGED or parent_of(t.nodeid) is not None or any(re.search(k, t.nodeid) for k in covered):
                 continue  # a subtest: its test carries its tiers and EP uses, and the rule judges the test
             fn = function_of(t.nodeid)

@@ -12,7 +12,6 @@ verdict, a rerun and a stale check.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Protocol
 
 from ort_matrix_probe.schema import parent_of
@@ -40,11 +39,3 @@ def covers(pattern: str, nodeid: str, subtests: bool = False) -> bool:
 
 def rule_covers(rule: Matching, nodeid: str) -> bool:
     return covers(rule.test, nodeid, rule.subtests)
-
-
-def any_covers(rules: Iterable[Matching], nodeid: str) -> bool:
-    return any(covers(r.test, nodeid, r.subtests) for r in rules)
-
-
-def first_covering(rules: Iterable[Matching], nodeid: str) -> Matching | None:
-    return next((r for r in rules if covers(r.test, nodeid, r.subtests)), None)

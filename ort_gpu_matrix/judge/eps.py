@@ -23,12 +23,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ort_matrix_probe.schema import EpUse, parent_of
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
 from . import flaky as flakes
+from .counts import TestResult
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
 from .subtests import as_judged
@@ -209,7 +210,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
                 "no test it matches fell back" if ran else GONE)
         out.stale.append(("allowed_fallbacks", rule, what, near or ran))
     for runs_rule in expect.cuda_runs:
-        out.reasons += _cuda_runs(runs_rule, as_judged(tests), result, out)
+        out.reasons += _cuda_runs(runs_rule, as_judged(cast(Sequence[TestResult], tests)), result, out)
     if result.hollow:
         lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
         out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "

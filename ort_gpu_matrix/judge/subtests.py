@@ -11,12 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
 
 from .counts import TestResult
 from .outcomes import FAILING, bites
-
-T = TypeVar("T")
 
 
 def carried(tests: Iterable[TestResult]) -> set[str]:
@@ -30,28 +27,27 @@ def bitten(tests: list[TestResult], canary: str) -> set[str]:
     return {t.nodeid for t in tests if bites(t.outcome, t.message, canary)}
 
 
-def as_judged(tests: Sequence[T]) -> list[T]:
+def as_judged(tests: Sequence[TestResult]) -> list[TestResult]:
     """Tests as tier and cuda_runs rules judge them. A test failed by its subtests alone is judged, as a pass, on
     what its passing parts dispatched (its own tiers outside its subtests and its passing subtests'); its failing
     subtests are judged apart, by name. Else one accepted failing subtest would hide a tier change in its siblings."""
     failing: dict[str, Counter[str]] = {}
     for t in tests:
-        parent = getattr(t, "parent", None)
-        if parent is not None and getattr(t, "outcome", None) in FAILING:
-            failing.setdefault(parent, Counter()).update(getattr(t, "sdpa", ()))
+        if t.parent is not None and t.outcome in FAILING:
+            failing.setdefault(t.parent, Counter()).update(t.sdpa)
     out = []
     for t in tests:
-        if not getattr(t, "by_subtests", False):
+        if not t.by_subtests:
             out.append(t)
             continue
-        left = Counter(failing.get(getattr(t, "nodeid", ""), Counter()))
+        left = failing.get(t.nodeid, Counter())
         kept = []
-        for tier in getattr(t, "sdpa", ()):
+        for tier in t.sdpa:
             if left[tier] > 0:
                 left[tier] -= 1
             else:
                 kept.append(tier)
-        out.append(dataclasses.replace(t, outcome="passed", sdpa=tuple(kept)))  # type: ignore[type-var]
+        out.append(dataclasses.replace(t, outcome="passed", sdpa=tuple(kept)))
     return out
 
 
@@ -63,7 +59,7 @@ def summary_counts(tests: Iterable[TestResult], quiet: bool) -> dict[str, int]:
     for t in tests:
         if quiet and t.is_subtest and t.outcome != "failed":
             continue
-        said = t.outcome if t.is_subtest else (t.pytest_outcome or t.outcome)
+        said = t.pytest_outcome or t.outcome  # a subtest has no pytest_outcome: pytest judged it as it is
         key = "subtests passed" if t.is_subtest and said == "passed" else said
         out[key] = out.get(key, 0) + 1
     return out
@@ -74,7 +70,7 @@ def junit_counts(tests: Iterable[TestResult]) -> tuple[int, int, int]:
     every subtest's own report (xfails count as skipped)."""
     failures = errors = skipped = 0
     for t in tests:
-        said = t.outcome if t.is_subtest else (t.pytest_outcome or t.outcome)
+        said = t.pytest_outcome or t.outcome
         failures += said == "failed"
         errors += said == "error"
         skipped += said in ("skipped", "xfailed")
