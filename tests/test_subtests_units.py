@@ -83,6 +83,8 @@ def test_counts_keep_tests_and_subtests_apart_and_junit_counts_pytest_s_way():
              sub(S2, "skipped", "no kernel"), Ran("f.py::t2", "passed", "", ())]
     c = count(None, tests, collected=2)
     assert (c.passed, c.failed, c.subtests_failed, c.subtests_skipped, c.subtests) == (1, 1, 1, 1, 2)
+    more = count(None, [*tests, sub(f"{T} [case] (i=3)", "passed"), sub(f"{T} [case] (i=4)", "xfailed", "known")])
+    assert (more.subtests_passed, more.subtests_xfailed, more.subtests) == (1, 1, 4)
     assert junit_counts(tests) == (1, 0, 1)  # the subtest's failure; the test itself pytest called passed
     fixture_style = [loop(pytest_outcome=None), *tests[1:]]
     assert junit_counts(fixture_style) == (2, 0, 1)  # pytest failed that one itself: junit has both

@@ -87,18 +87,24 @@ def units(tests: list[TestResult]) -> list[TestResult]:
             inside.setdefault(t.parent, Counter()).update(t.sdpa)
     out = []
     for t in tests:
-        left = inside.get(t.nodeid)
-        if left is None or t.is_subtest:
+        left = inside.get(t.nodeid)  # only a test that holds subtests has them: never a subtest (they do not nest)
+        if left is None:
             out.append(t)
             continue
-        own = []
-        for tier in t.sdpa:
-            if left[tier] > 0:
-                left[tier] -= 1
-            else:
-                own.append(tier)
-        out.append(dataclasses.replace(t, sdpa=tuple(own)))
+        out.append(dataclasses.replace(t, sdpa=without(t.sdpa, left)))
     return out
+
+
+def without(tiers: tuple[str, ...], taken: Counter[str]) -> tuple[str, ...]:
+    """`tiers` in order, less one token for each `taken` counts (a test's tiers, less its subtests')."""
+    left = Counter(taken)
+    kept = []
+    for tier in tiers:
+        if left[tier] > 0:
+            left[tier] -= 1
+        else:
+            kept.append(tier)
+    return tuple(kept)
 
 
 def census(tests: list[TestResult]) -> Dispatch:

@@ -12,7 +12,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .counts import TestResult
+from .counts import TestResult, without
 from .outcomes import FAILING, bites
 
 
@@ -40,14 +40,7 @@ def as_judged(tests: Sequence[TestResult]) -> list[TestResult]:
         if not t.by_subtests:
             out.append(t)
             continue
-        left = failing.get(t.nodeid, Counter())
-        kept = []
-        for tier in t.sdpa:
-            if left[tier] > 0:
-                left[tier] -= 1
-            else:
-                kept.append(tier)
-        out.append(dataclasses.replace(t, outcome="passed", sdpa=tuple(kept)))
+        out.append(dataclasses.replace(t, outcome="passed", sdpa=without(t.sdpa, failing.get(t.nodeid, Counter()))))
     return out
 
 
