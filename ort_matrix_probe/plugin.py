@@ -14,6 +14,10 @@ What the engine gets from here, and through which channel:
 - a progress file (ORT_MATRIX_PROGRESS), one line as each test starts and
   ends, so a run that hangs or is killed still says which tests were running.
 
+Subtests (subtests.py): each subtest's report carries its id, tiers and EP uses from the process that ran it,
+and the report keeps them under its test. The variables ORT_MATRIX_ENV_NAMES names are read back in every
+process once collection ends, so the result records the environment the tests really had.
+
 And what it gets from the engine: with ORT_MATRIX_KEEP, a file of the node ids
 to run (a scoped teeth); every other collected item is deselected, in each
 process that collects, so xdist's workers agree on one collection. With
