@@ -7,14 +7,14 @@ import pytest
 from ort_gpu_matrix.calibrate.seen import Item, folded
 from ort_gpu_matrix.config.model import PassExpect, Rule, TeethExpect, TierRule
 from ort_gpu_matrix.execute import summary
-from ort_gpu_matrix.judge import outcomes
+from ort_gpu_matrix.judge import outcomes, verdicts
 from ort_gpu_matrix.judge.counts import TestResult as Ran
 from ort_gpu_matrix.judge.counts import census, count, units
 from ort_gpu_matrix.judge.covers import covers, rule_covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import as_judged, bitten, junit_counts, summary_counts
 from ort_gpu_matrix.judge.verdicts import Standard, judge, judge_counts, judge_teeth
-from ort_gpu_matrix.judge.witnesses import Evidence, summary_reasons
+from ort_gpu_matrix.judge.witnesses import Evidence, cross_checks, summary_reasons
 from ort_matrix_probe.report import SUBTEST_PROP, record, settle
 from ort_matrix_probe.schema import parent_of, subtest_description
 
@@ -219,3 +219,47 @@ def test_each_witness_count_adds_up_per_outcome():
     assert junit_counts(tests) == (0, 1, 1)
     assert summary_counts(tests, quiet=False) == {"passed": 2, "error": 1, "xfailed": 1, "subtests passed": 2}
     assert summary_counts(tests, quiet=True) == {"passed": 2, "error": 1, "xfailed": 1}
+
+
+def _report(tests, **extra):
+    return {"report_version": 4, "exitstatus": 1, "tests": tests, "collection": [], "collected": {"controller": 1},
+            "audits": [], "outside_tests_sdpa": [], "unattributed_sdpa": [], **extra}
+
+
+LOOP = {T: {"outcome": "failed", "message": "contains 1 failed subtest", "sdpa": [], "duration_s": 0.0,
+            "by_subtests": True, "pytest_outcome": "passed",
+            "subtests": {S1: {"outcome": "failed", "message": "AssertionError: broke", "sdpa": [], "duration_s": 0.0},
+                         S2: {"outcome": "passed", "message": "", "sdpa": [], "duration_s": 0.0}}}}
+
+
+def _checks(report, exit_code=1, summary=None, meant=None, stopped=None):
+    tests = verdicts.tests_of(report)
+    ev = Evidence(exit_code, report, None, None, None, None, None, None, stopped=stopped, meant_env=meant,
+                  summary=summary)
+    return [r for r in cross_checks(ev, tests, count(report, tests)) if "digest" not in r]
+
+
+def test_the_summary_line_is_checked_only_on_a_run_that_ended_by_itself_and_as_pytest_counted():
+    quiet, loud = _report(LOOP, subtests_verbosity=0), _report(LOOP, subtests_verbosity=1)
+    said = {"failed": 1, "passed": 1}  # pytest at verbosity 0: the failing subtest and the test it calls passed
+    assert _checks(quiet, summary=said) == []  # and a subtest failed: exit 1 is no lie
+    assert _checks(loud, summary=said) == [
+        "the probe's report and pytest's summary line disagree (subtests passed: the probe 1, pytest 0)"]
+    assert _checks(loud, summary={**said, "subtests passed": 1}) == []
+    wrong = {"failed": 2, "passed": 1}
+    assert _checks(quiet, summary=wrong) == [
+        "the probe's report and pytest's summary line disagree (failed: the probe 1, pytest 2)"]
+    assert not any("summary line" in r for r in _checks(quiet, exit_code=2, summary=wrong))
+    assert not any("summary line" in r for r in _checks(quiet, summary=wrong, stopped="interrupted (SIGINT)"))
+    assert any(r.startswith("pytest exited 0 but 2 failure(s)") for r in _checks(quiet, exit_code=0, summary=said))
+
+
+def test_an_env_value_is_checked_in_every_process_that_reported_one():
+    envs = {"controller": {"A": "", "B": "y", "C": "z"}, "gw0": {"A": None, "B": "x", "C": "z"}}
+    (reason,) = _checks(_report(LOOP, envs=envs, subtests_verbosity=0), meant={"A": "", "B": "x", "C": "z", "D": "d"})
+    assert reason == ("the environment set for the test process did not reach it: A='' (gw0 had it unset); "
+                      "B='x' (controller had 'y')")
+    (alone,) = _checks(_report(LOOP, env={"A": "0"}), meant={"A": ""})
+    assert alone.endswith("A='' (the test process had '0')")
+    assert _checks(_report(LOOP, env={"A": "0"}), meant=None) == []
+    assert _checks(_report(LOOP, envs=envs), meant={"C": "z"}) == []
