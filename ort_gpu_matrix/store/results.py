@@ -242,10 +242,9 @@ def seen_env(outcome: RunOutcome) -> dict[str, str | None]:
     return dict(seen) if isinstance(seen, dict) else dict(outcome.env)
 
 
-def gpu_env(outcome: RunOutcome) -> dict[str, str]:
-    """The environment that decided the run's GPU: a slot's, then the suite's CUDA_VISIBLE_DEVICES as it arrived."""
-    env = {**os.environ, **outcome.given}
-    seen = seen_env(outcome)
+def gpu_env(given: dict[str, str], seen: dict[str, str | None]) -> dict[str, str]:
+    """The environment that decided the run's GPU: a slot's (`given`), then CUDA_VISIBLE_DEVICES as it arrived."""
+    env = {**os.environ, **given}
     if "CUDA_VISIBLE_DEVICES" in seen:
         value = seen["CUDA_VISIBLE_DEVICES"]
         if value is None:
@@ -259,6 +258,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
     """The one place a Result is made: from the run's outcome and its verdict."""
     isolation, polluters = pollution.of(outcome.report)
     cell, mode, fingerprint = run.cell, run.mode, run.venv.fingerprint
+    env = seen_env(outcome)  # read once: the record and the GPU it decided
     return Result(
         session=run.session,
         mode=mode,
@@ -270,7 +270,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         pytest_exit_code=outcome.exit_code,
         started=datetime.fromtimestamp(outcome.started, UTC).isoformat(timespec="seconds"),
         duration_s=outcome.duration_s,
-        env=seen_env(outcome),
+        env=env,
         command=outcome.command,
         workdir=str(outcome.workdir),
         log=None,
@@ -284,7 +284,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         outcomes=verdict.outcomes,
         reruns=verdict.reruns,
         host=socket.gethostname(),
-        gpu=gpus.this_run(gpu_env(outcome)),
+        gpu=gpus.this_run(gpu_env(outcome.given, env)),
         run_id=run_id,
         stopped=outcome.stopped,
         gpu_memory=outcome.gpu_memory,
