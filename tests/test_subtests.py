@@ -205,11 +205,12 @@ def test_a_sweep_gives_a_suite_that_sets_cuda_visible_devices_no_gpu_slot(tmp_pa
 
 def test_bisect_follows_a_subtest_to_the_build_that_broke_it(harness, series):  # noqa: F811  (the fixture)
     harness.venvs = harness.tmp / "own-venvs"  # these venvs hold the series' builds, which no other test has
-    env = {"MATRIX_BASELINES": str(harness.tmp / "baselines")}
+    env = {"MATRIX_BASELINES": str(harness.tmp / "baselines"), "BISECT_ENV_PROBE": "inherited"}
 
     def write(version):
         harness.write(["test_series_subtests.py"], root=SUITES / "bisect", pythonpath=(".", ".."),
-                      ort=f"onnxruntime=={version}", matrix_extra=f'offline = true\nwheelhouse = ["{series}"]')
+                      ort=f"onnxruntime=={version}", matrix_extra=f'offline = true\nwheelhouse = ["{series}"]',
+                      suite_extra='env = { BISECT_ENV_PROBE = "" }')  # each step's run gets it as written too
     write("1.40.0")
     assert harness.nox("-s", "sweep", "--", "--save-baseline", "b0", env=env).proc.returncode == 0
     write("1.40.6")
@@ -223,3 +224,6 @@ def test_bisect_follows_a_subtest_to_the_build_that_broke_it(harness, series):  
     assert located[case] == ("1.40.1", "1.40.2"), located
     step = next(s for s in record["steps"] if s["build"]["version"] == "1.40.2")
     assert step["lines"][case][0] == "failed"  # judged by its own id, from a run of its test
+    (stored,) = [json.loads(p.read_text()) for p in harness.results.rglob("result.json")
+                 if p.parent.name == step["run_ids"][0]]
+    assert stored["env"]["BISECT_ENV_PROBE"] == ""  # the suite's "" over the caller's value, in a bisect step
