@@ -14,12 +14,14 @@ from ort_gpu_matrix.judge.verdicts import (
     Status,
     TeethCoverage,
     judge,
-    judge_counts,
     judge_teeth,
+    outcome_judge,
     refused,
     scoped,
 )
 from ort_gpu_matrix.judge.witnesses import Evidence
+
+COUNTS = outcome_judge("normal")  # COUNTS, as a mode's judge is called: handed a census it never reads
 
 
 def report(tests, exitstatus=0, **kw):
@@ -36,14 +38,14 @@ PASSING = {"t::a": {"outcome": "passed", "sdpa": ["MATH"]}, "t::b": {"outcome": 
 
 
 def test_a_clean_run_passes_with_its_parts():
-    v = judge(ev(report(PASSING), junit=JunitCounts(0, 0, 0)), Standard(judge_counts, PassExpect(), (), '/venv'))
+    v = judge(ev(report(PASSING), junit=JunitCounts(0, 0, 0)), Standard(COUNTS, PassExpect(), (), '/venv'))
     assert (v.status, v.reasons, v.warnings) == (Status.PASS, [], [])
     assert v.counts == Counts(2, 2) and v.dispatch == Dispatch({"t::a": ["MATH"]}, {"MATH": 1}, {"MATH": 1})
     assert v.outcomes == {"t::a": "passed", "t::b": "passed"} and v.reruns == {"t::b": 1}
     assert v.libraries == Libraries({"cudnn": None, "cudart": None}, []) and v.teeth_coverage is None
 
 
-def reasons(e, expect=None, judge_=judge_counts):
+def reasons(e, expect=None, judge_=COUNTS):
     return judge(e, Standard(judge_, expect or PassExpect(), (), '/venv')).reasons
 
 
@@ -90,21 +92,21 @@ def test_a_run_without_a_report_or_stopped_says_only_that():
     assert reasons(ev(report(PASSING, exitstatus=9), exit_code=9)) == ["pytest ended with unexpected exit code 9"]
     assert reasons(ev(report(PASSING, exitstatus=1), exit_code=1))[0] == "pytest exited 1 but no failure was recorded"
     assert reasons(ev(report(PASSING), exit_code=0, collected=5)) == []  # the report's count wins over progress
-    assert judge(ev(None, exit_code=None, stopped='x', collected=4), Standard(judge_counts, PassExpect(), (), '/v')).counts == \
+    assert judge(ev(None, exit_code=None, stopped='x', collected=4), Standard(COUNTS, PassExpect(), (), '/v')).counts == \
         Counts(collected=4)
 
 
 def test_stale_rules_count_only_in_complete_runs_and_their_own_cells():
     rule_here = Rule("t::gone", "r", (Observation("c1", "1", "2026-12-01"),))
     e = PassExpect(known_failures=(rule_here, Rule("t::also", "r2")))
-    v = judge(ev(report(PASSING)), Standard(judge_counts, e, (), '/venv', 'c1'))
+    v = judge(ev(report(PASSING)), Standard(COUNTS, e, (), '/venv', 'c1'))
     assert [s.pattern for s in v.stale_rules] == ["t::gone", "t::also"]
     assert v.warnings == [s.warning() for s in v.stale_rules]
     assert v.warnings[1] == ("stale rule: known_failures 't::also' matched nothing in this run (it matched no test "
                              "that ran (gone, renamed or deselected)); `nox -s calibrate` drops it")
-    v = judge(ev(report(PASSING)), Standard(judge_counts, e, (), '/venv', 'c2'))
+    v = judge(ev(report(PASSING)), Standard(COUNTS, e, (), '/venv', 'c2'))
     assert [s.pattern for s in v.stale_rules] == ["t::also"]
-    assert judge(ev(report(PASSING), digest=None), Standard(judge_counts, e, (), '/venv')).stale_rules == []
+    assert judge(ev(report(PASSING), digest=None), Standard(COUNTS, e, (), '/venv')).stale_rules == []
     found = [StaleRule("k", "p", "", "w", ("c1",)), StaleRule("k", "q", "", "w")]
     assert stale_in(found, None, True) == found and stale_in(found, "c1", False) == []
     assert stale_in(found, "c3", True) == found[1:]
@@ -135,7 +137,7 @@ def test_to_dicts_scoped_and_refused():
     assert s.why == "no longer fails: t::x (passed)" and StaleRule("k", "p", "r", "w").why == "w"
     assert s.to_dict("normal") == {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "why",
                                    "why": "no longer fails: t::x (passed)", "what": "no longer fails"}
-    v = judge(ev(report(PASSING)), Standard(judge_counts, PassExpect(), (), '/venv'))
+    v = judge(ev(report(PASSING)), Standard(COUNTS, PassExpect(), (), '/venv'))
     sv = scoped(v, "cudnn", 4)
     assert sv.teeth_coverage == TeethCoverage(scope="cudnn", selected=4) and sv.reasons == v.reasons
     cov = TeethCoverage(True, CUDNN, 1, 1, 0, [], [], ["t::a"])
@@ -149,7 +151,7 @@ def test_to_dicts_scoped_and_refused():
 def test_the_verdict_carries_every_part_the_report_gives():
     from ort_gpu_matrix.config.model import FlakyRule, TierRule
     from ort_gpu_matrix.host.ortsource import SourceTree
-    from ort_gpu_matrix.judge import tiers as tierrules
+    from ort_gpu_matrix.judge import tiers
     tests = {"t::a": {"outcome": "passed", "sdpa": ["CUDNN_FLASH_ATTENTION"]}, "t::fl": {"outcome": "failed", "message": "x"}}
     rep = report(tests, exitstatus=1, provenance={"ort": {"version": "1.31.0"}},
                  audits=[{"pid": 4, "process": "main", "by_name": {}, "mapped": [], "preload": [], "cudnn_copies": []}],
@@ -159,18 +161,18 @@ def test_the_verdict_carries_every_part_the_report_gives():
     rule = TierRule("t::a", ("MATH",))
     flaky = FlakyRule("t::fl", ("failed", "passed"), (), "r")
     e = PassExpect(tiers=(rule,), known_flaky=(flaky,))
-    v = judge(ev(rep, exit_code=1, junit=JunitCounts(1, 0, 0)), Standard(judge_counts, e, (), '/venv'), source=SourceTree('/ort', '1.33.0'))
+    v = judge(ev(rep, exit_code=1, junit=JunitCounts(1, 0, 0)), Standard(COUNTS, e, (), '/venv'), source=SourceTree('/ort', '1.33.0'))
     assert v.reasons == ["tier rule 't::a' (only MATH) broken by 1 test(s): t::a dispatched CUDNN_FLASH_ATTENTION x1"]
     assert v.warnings == ["version skew: tests from 1.33.0 against wheel 1.31.0 (major.minor differ)",
                           "pollution: t::a left X (unset) -> '1' (undone; 1 later test(s) of main ran without it)"]
     assert v.counts == Counts(2, 1, 1) and v.libraries.audits == rep["audits"]
-    assert v.tier_breaks == [tierrules.Break(rule, "t::a", ("CUDNN_FLASH_ATTENTION",))]
+    assert v.tier_breaks == [tiers.Break(rule, "t::a", ("CUDNN_FLASH_ATTENTION",))]
     assert v.known_flaky == {"t::fl": {"outcomes": ["failed", "passed"], "tiers": []}}
 
 
 def test_without_a_collected_count_the_reports_tests_are_counted():
     rep = {"tests": PASSING, "exitstatus": 0, "audits": []}
-    v = judge(ev(rep, junit=JunitCounts(0, 0, 0)), Standard(judge_counts, PassExpect(), (), '/venv'))
+    v = judge(ev(rep, junit=JunitCounts(0, 0, 0)), Standard(COUNTS, PassExpect(), (), '/venv'))
     assert v.counts.collected == 2 and v.counts.passed == 2
 
 
@@ -195,7 +197,7 @@ def test_the_census_of_each_test_is_read_with_its_outcome_and_a_crash_keeps_its_
 
 def test_a_census_counts_as_taken_from_report_version_3_on():
     tests = {"t::a": {"outcome": "passed", "ep": [SERVED]}}
-    std = Standard(judge_counts, PassExpect(), (), "/venv")
+    std = Standard(COUNTS, PassExpect(), (), "/venv")
     assert judge(ev(report(tests, report_version=3)), std).ep.taken is True
     assert judge(ev(report(tests, report_version=4)), std).ep.taken is True
     assert judge(ev(report(tests, report_version=2)), std).ep.taken is False  # before the census existed
@@ -212,7 +214,7 @@ def test_a_fallback_no_rule_allows_fails_and_a_stale_ep_rule_names_its_cells_and
     seen = (Observation("c1", "1.31.1", "2026-12-01"), Observation("c2", "1.31.1", "2026-12-01"))
     expect = PassExpect(allowed_fallbacks=(FallbackRule("t::a", "no CUDA-capable", "a's", seen),),
                         cuda_runs=(CudaRunsRule("t::zz", 1, "zz's", seen),))
-    v = judge(ev(report(tests, report_version=3)), Standard(judge_counts, expect, (), "/venv", "c1"))
+    v = judge(ev(report(tests, report_version=3)), Standard(COUNTS, expect, (), "/venv", "c1"))
     assert v.reasons == ["1 test(s) asked for the CUDA EP and were served by another (no allowed_fallbacks rule "
                          "matches): t::b asked for CUDAExecutionProvider, CPUExecutionProvider, served by "
                          "CPUExecutionProvider (ORT's Python wrapper caught the EP error and retried on the CPU: "

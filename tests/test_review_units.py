@@ -14,12 +14,12 @@ def test_a_known_flaky_case_within_its_set_is_judged_by_its_flaky_rule_not_by_it
     flaky = (FlakyRule("test_past_flash_3$", ("passed",), ("EFFICIENT_ATTENTION", "FLASH_ATTENTION"), "unstable"),)
     tests = [T("t.py::test_past_flash_0", "passed", "", ("FLASH_ATTENTION",)),
              T("t.py::test_past_flash_3", "passed", "", ("EFFICIENT_ATTENTION",))]
-    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 2), None)
+    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 2))
     assert found.reasons == [] and found.tier_breaks == [] and found.stale == []
     # outside its flaky set it is judged (by the flaky rule), and a sibling that breaks the tier rule still does
     tests[1] = T("t.py::test_past_flash_3", "passed", "", ("MATH",))
     tests.append(T("t.py::test_past_flash_4", "passed", "", ("EFFICIENT_ATTENTION",)))
-    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 3), None)
+    found = judge_counts(PassExpect(tiers=rules, known_flaky=flaky), tests, count(None, tests, 3))
     assert [b.nodeid for b in found.tier_breaks] == ["t.py::test_past_flash_4"], found.tier_breaks
     assert any("test_past_flash_3" in r and "MATH" in r for r in found.reasons), found.reasons
 
@@ -102,7 +102,7 @@ def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_again
 
 
 def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwhile(harness):
-    """confirm.py re-stores each amended result; if another run of the session stored a newer result while the
+    """drive/confirm.py re-stores each amended result; if another run of the session stored a newer result while the
     reruns ran, that newer one stays current, and the amended copy goes to its own bundle only."""
     import dataclasses
     import json

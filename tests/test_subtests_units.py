@@ -13,7 +13,7 @@ from ort_gpu_matrix.judge.counts import census, count, units
 from ort_gpu_matrix.judge.covers import covers, rule_covers
 from ort_gpu_matrix.judge.expected import SUBTESTS_EXPECTED, expected_of
 from ort_gpu_matrix.judge.subtests import as_judged, bitten, junit_counts, summary_counts
-from ort_gpu_matrix.judge.verdicts import Standard, judge, judge_counts, judge_teeth
+from ort_gpu_matrix.judge.verdicts import Standard, judge, judge_counts, judge_teeth, outcome_judge
 from ort_gpu_matrix.judge.witnesses import Evidence, cross_checks, summary_reasons
 from ort_matrix_probe.report import SUBTEST_PROP, record, settle
 from ort_matrix_probe.schema import parent_of, subtest_description
@@ -100,14 +100,14 @@ def test_the_census_counts_each_tier_once_where_it_ran():
 
 def test_a_verdict_names_each_failing_subtest_and_not_its_test_again():
     tests = [loop(), sub(S1, "failed", "AssertionError: broke"), sub(S2, "passed"), *passing(3)]
-    found = judge_counts(PassExpect(), tests, count(None, tests), None)
+    found = judge_counts(PassExpect(), tests, count(None, tests))
     (line,) = [r for r in found.reasons if "unexpected" in r]
     assert line == f"1 unexpected failure(s): {S1} failed: AssertionError: broke"
     known = PassExpect(known_failures=(Rule(r"test_loop \[case\] \(i=1\)$", "known"),))
-    assert judge_counts(known, tests, count(None, tests), None).reasons == []
+    assert judge_counts(known, tests, count(None, tests)).reasons == []
     assert expected_of(known, tests, None) == {S1: "known failure", T: SUBTESTS_EXPECTED}
     for_the_test = PassExpect(known_failures=(Rule("test_loop$", "known"),))
-    assert any(S1 in r for r in judge_counts(for_the_test, tests, count(None, tests), None).reasons)
+    assert any(S1 in r for r in judge_counts(for_the_test, tests, count(None, tests)).reasons)
     assert T not in expected_of(for_the_test, tests, None)  # one of its subtests is unexpected: so is it
 
 
@@ -141,7 +141,7 @@ def test_a_tier_rule_still_judges_the_passing_siblings_of_an_accepted_failing_su
              ["CUDNN_FLASH_ATTENTION"]), sub(S2, "passed", sdpa=["MATH"]), *passing(1)]
     expect = PassExpect(known_failures=(Rule(r"test_loop \[case\] \(i=1\)$", "known"),),
                         tiers=(TierRule("test_loop$", ("CUDNN_FLASH_ATTENTION",)),))
-    reasons = judge_counts(expect, tests, count(None, tests), None).reasons
+    reasons = judge_counts(expect, tests, count(None, tests)).reasons
     assert len(reasons) == 1 and "broken by 1 test(s)" in reasons[0] and "MATH" in reasons[0], reasons
 
 
@@ -191,7 +191,7 @@ def test_subtests_reported_after_their_test_ended_are_warned_about():
         "collection": [], "collected": {"controller": 1}, "audits": [], "outside_tests_sdpa": [],
         "unattributed_sdpa": []}
     ev = Evidence(0, report, None, None, None, None, None, None)
-    v = judge(ev, Standard(judge_counts, PassExpect(min_passed=0), (), "/venv"))
+    v = judge(ev, Standard(outcome_judge("normal"), PassExpect(min_passed=0), (), "/venv"))
     assert any("1 subtest(s) were reported after their test ended" in w and S1 in w for w in v.warnings), v.warnings
 
 

@@ -9,7 +9,7 @@ import os
 
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpect
-from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge import tiers
 from ort_gpu_matrix.judge.counts import Counts, Dispatch, census, collected_of, count
 from ort_gpu_matrix.judge.counts import TestResult as T
 from ort_gpu_matrix.judge.libraries import library_audit
@@ -19,14 +19,15 @@ from ort_gpu_matrix.judge.verdicts import (
     NOTHING_TO_COVER,
     TeethCoverage,
     expectation_reasons,
-    judge_counts,
     judge_teeth,
+    outcome_judge,
 )
 from ort_gpu_matrix.judge.verdicts import (
     tests_of as read_tests,
 )
 
 CUDNN, MATH, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "FLASH_ATTENTION"
+COUNTS = outcome_judge("normal")  # judge_counts, as a mode's judge is called: handed a census it never reads
 
 
 def test_tests_of_reads_outcomes_crashes_teardowns_and_collection_errors():
@@ -68,7 +69,7 @@ def rule(test: str, reason: str = "why", cells=()) -> Rule:
     return Rule(test, reason, tuple(Observation(c, "1.32.0", "2026-12-01") for c in cells))
 
 
-def judged(expect, tests, counts=None, prior=None, judge=judge_counts):
+def judged(expect, tests, counts=None, prior=None, judge=COUNTS):
     counts = counts or count(None, tests, len(tests))
     return judge(expect, tests, counts, prior)
 
@@ -111,14 +112,14 @@ def test_offenders_are_listed_up_to_eight_then_counted():
 def test_dispatch_rules_in_their_scope():
     tests = [T("t::a", "passed", "", (MATH,)), T("t::b", "passed", "", (FLASH, MATH)), T("o::c", "passed", "", (CUDNN,))]
     e = PassExpect(require_kernel=CUDNN, forbid_kernels=(MATH, FLASH), dispatch_tests="^t::")
-    assert expectation_reasons(judge_counts, e, tests, count(None, tests, 3), None) == [
+    assert expectation_reasons(COUNTS, e, tests, count(None, tests, 3), None) == [
         f"no test dispatched {CUDNN} (seen: {FLASH}, {MATH})",
         f"2 test(s) dispatched forbidden {MATH}: t::a ran {MATH}; t::b ran {MATH}",
         f"1 test(s) dispatched forbidden {FLASH}: t::b ran {FLASH}"]
     e = PassExpect(require_kernel=CUDNN, dispatch_tests="^none")
-    assert expectation_reasons(judge_counts, e, tests, count(None, tests, 3), None) == [
+    assert expectation_reasons(COUNTS, e, tests, count(None, tests, 3), None) == [
         f"no test dispatched {CUDNN} (seen: no SdpaKernel token at all)"]
-    assert expectation_reasons(judge_counts, PassExpect(require_kernel=CUDNN, forbid_kernels=(FLASH,)), tests[2:],
+    assert expectation_reasons(COUNTS, PassExpect(require_kernel=CUDNN, forbid_kernels=(FLASH,)), tests[2:],
                                count(None, tests[2:], 1), None) == []
 
 
@@ -290,8 +291,8 @@ def test_tier_rules_break_and_go_stale_in_the_findings():
     tests = [T("t::a", "passed", "", (CUDNN,)), T("t::s", "skipped", "x", ())]
     f = judged(PassExpect(tiers=(broken, gone, skipped), allowed_skips=("x",)), tests)
     assert f.reasons == [f"tier rule 't::a' (only EFFICIENT_ATTENTION) broken by 1 test(s): t::a dispatched {CUDNN} x1"]
-    assert f.tier_breaks == [tierrules.Break(broken, "t::a", (CUDNN,))]
-    assert f.stale == [StaleRule("tiers", "t::zz", "gone", tierrules.GONE, ("c2",), ""),
+    assert f.tier_breaks == [tiers.Break(broken, "t::a", (CUDNN,))]
+    assert f.stale == [StaleRule("tiers", "t::zz", "gone", tiers.GONE, ("c2",), ""),
                        StaleRule("tiers", "t::s", "", "it matched no test that passed", (), "t::s (skipped)")]
 
 

@@ -24,9 +24,7 @@ from ..config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from ..config.modes import Mode
 from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree, skew
-from . import eps as eprules
-from . import subtests
-from . import tiers as tierrules
+from . import eps, subtests, tiers
 from .counts import Counts, Dispatch, TestResult, census, collected_of, count
 from .covers import rule_covers
 from .flaky import judged
@@ -91,7 +89,7 @@ class Findings:
     warnings: list[str] = field(default_factory=list)
     coverage: TeethCoverage | None = None
     stale: list[StaleRule] = field(default_factory=list)  # rules that matched nothing (before the cell filter)
-    tier_breaks: list[tierrules.Break] = field(default_factory=list)
+    tier_breaks: list[tiers.Break] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -106,9 +104,9 @@ class Verdict:
     outcomes: dict[str, str] = field(default_factory=dict)  # node id -> outcome, every test with one
     reruns: dict[str, int] = field(default_factory=dict)  # node id -> failed attempts rerun, where any
     stale_rules: list[StaleRule] = field(default_factory=list)
-    tier_breaks: list[tierrules.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
+    tier_breaks: list[tiers.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
     known_flaky: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # node id -> the set its rule lists
-    ep: eprules.EpCensus = field(default_factory=eprules.EpCensus)  # which EP served the CUDA-asking tests
+    ep: eps.EpCensus = field(default_factory=eps.EpCensus)  # which EP served the CUDA-asking tests
 
 
 def tests_of(report: ProbeReport | None) -> list[TestResult]:
@@ -148,9 +146,8 @@ def _dispatch_rules(expect: DispatchExpect, tests: list[TestResult], reasons: li
             reasons.append(f"{len(hits)} test(s) dispatched forbidden {kernel}: {listing(hits)}")
 
 
-def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
-                 prior: Dispatch | None) -> Findings:
-    """normal and require_cudnn: enough passed, and every skip and failure was expected."""
+def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts) -> Findings:
+    """normal and require_cudnn: enough passed, and every skip and failure was expected (no census is read)."""
     assert isinstance(expect, PassExpect)
     out = Findings()
     if counts.passed == 0:
@@ -171,11 +168,11 @@ def judge_counts(expect: DispatchExpect, tests: list[TestResult], counts: Counts
     skips = [t.message for t in tests if t.outcome == "skipped"]
     out.stale += [StaleRule("allowed_skips", p, "", "no test skipped with a reason it matches")
                   for p in expect.allowed_skips if not any(re.search(p, m) for m in skips)]
-    tiers = tierrules.judge(expect.tiers, [t for t in subtests.as_judged(tests) if t.nodeid not in flaky])
-    out.reasons += tiers.reasons
-    out.tier_breaks = tiers.breaks
+    tiered = tiers.judge(expect.tiers, [t for t in subtests.as_judged(tests) if t.nodeid not in flaky])
+    out.reasons += tiered.reasons
+    out.tier_breaks = tiered.breaks
     out.stale += [StaleRule("tiers", s.rule.test, s.rule.reason, s.what, tuple(o.cell for o in s.rule.observed),
-                            listing(s.tests)) for s in tiers.stale]
+                            listing(s.tests)) for s in tiered.stale]
     return out
 
 
@@ -213,7 +210,7 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
                            f"min_failures is {expect.min_failures}")
     if other:
         out.reasons.append(f"{len(other)} failure(s) other than the canary's: {listing(other)}")
-    leaked = tierrules.teeth_warning(tests)
+    leaked = tiers.teeth_warning(tests)
     if leaked:
         out.warnings.append(leaked)
     shown = [dataclasses.replace(t, outcome="bitten") if t.nodeid in bitten else t for t in tests]
@@ -256,7 +253,7 @@ def expectation_reasons(outcomes: OutcomeJudge, expect: DispatchExpect, tests: l
     Calibrate re-judges a run with this under the expectations it wrote, to say what they cannot accept."""
     reasons = outcomes(expect, tests, counts, prior).reasons
     _dispatch_rules(expect, tests, reasons)
-    return reasons + eprules.judge(expect, tests, taken=True)[1].reasons
+    return reasons + eps.judge(expect, tests, taken=True)[1].reasons
 
 
 def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str | None:
@@ -302,7 +299,7 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
-    ep, ep_found = eprules.judge(expect, tests, taken=report is not None and report.get("report_version", 0) >= 3)
+    ep, ep_found = eps.judge(expect, tests, taken=report is not None and report.get("report_version", 0) >= 3)
     found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), listing(shown))
                     for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)
@@ -342,5 +339,8 @@ def refused(reason: str, scope: str) -> Verdict:
 
 
 def outcome_judge(mode: str) -> OutcomeJudge:
-    """How a mode's outcomes are judged: teeth by its canary, the others by their counts."""
-    return judge_teeth if Mode(mode) is Mode.TEETH else judge_counts
+    """How a mode's outcomes are judged: teeth by its canary and require_cudnn's census, the others by their
+    counts alone (they are handed the census as every mode's judge is, and read none of it)."""
+    if Mode(mode) is Mode.TEETH:
+        return judge_teeth
+    return lambda expect, tests, counts, _census: judge_counts(expect, tests, counts)

@@ -21,7 +21,6 @@ from ..compare.unreproduced import Unconfirmed, filter_comparison, filter_libs, 
 from ..store.baseline import Baseline
 from ..store.results import Result, ResultError, load
 
-REPORT_FILES = ("report.md", "report.html")
 GATES = ("all", "regressions")
 
 

@@ -48,7 +48,8 @@ SCHEMA_VERSION = 5  # 2: isolation and pollution, known_flaky and confirmation; 
 # 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset)
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
 # result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
-# result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION, tier_tests that
+# result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION with those
+# tests as its tier_tests (_upgraded)
 READS = (1, 2, 3, 4, 5)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set
 T = TypeVar("T")
 
@@ -221,8 +222,6 @@ def _field(hint: Any, value: Any) -> Any:
     if hint is Status:
         return Status(value)
     args = typing.get_args(hint)
-    if typing.get_origin(hint) is list and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
-        return [_build(args[0], v) for v in value]
     if typing.get_origin(hint) is dict and len(args) == 2 and isinstance(args[1], type) \
             and dataclasses.is_dataclass(args[1]):
         return {k: _build(args[1], v) for k, v in value.items()}
