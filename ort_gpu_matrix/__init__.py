@@ -1,17 +1,20 @@
 """ort-gpu-matrix's engine: everything but the nox session definitions, and never nox itself.
 
-Data flows one way, one module a stage:
+Data flows one way, matrix.toml -> config -> plan -> host -> envs -> execute -> judge -> store -> report, and
+drive, compare, calibrate and app run that flow. Each subpackage imports only those above it in this list
+(tests/test_import_graph.py, LAYERS); docs/design.md ("Layout") names every module:
 
-    config/   matrix.toml -> a validated model        (loader, model, schema)
-    cells     pairings -> cells and their names
-    host      a cell against this machine: interpreters, libraries, suite files
-    venvs     one fingerprinted venv per install
-    run       one mode run of pytest in a private dir, with ort_matrix_probe loaded
-    verdicts  counts, census, coverage and audit -> a verdict
-    results   a typed, versioned Result, stored atomically
-    render/   how results are shown
-    calibrate results -> the expect file that accepts them (expectfile writes it), for review
-
-modes (what each mode sets and how it is judged) and kernels (tier names) are
-the shared vocabulary; harness ties one cell's stages together.
+    util/       files written atomically, untrusted text escaped, errors a user can act on; imports nothing of ours
+    config/     matrix.toml -> a validated, typed model; modes, tier names, rules, expect files
+    plan/       pairings -> cells and their sessions; what a --select chooses; CI jobs; a bisect's builds
+    host/       a cell against this machine: interpreters, the driver, GPUs and the room on each
+    envs/       one fingerprinted venv per install, and pip-installed library sets
+    execute/    one mode run: pytest in a private dir with the probe inside, every witness read back
+    judge/      a run's evidence -> a verdict: counts, tiers, EPs, flakes, expectations, pollution
+    store/      results, confirmation records, baselines and bisect records on disk, typed and versioned
+    drive/      runs cells end to end, schedules mode runs over GPU slots, confirms regressions by rerunning them
+    compare/    a sweep against a baseline, purely: what changed, grouped, and what did not reproduce
+    report/     the report's data and every form of it: terminal, Markdown, HTML, live progress lines
+    calibrate/  runs -> the expect file that accepts them, for review
+    app/        the commands the sessions run: sweep and report, calibrate, bisect, doctor, init, the console script
 """

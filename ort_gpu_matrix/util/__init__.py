@@ -1,1 +1,6 @@
-"""util: see docs/design.md."""
+"""The ground floor: what every layer needs and nothing of the matrix, so it imports no other module of ours.
+
+Errors a user can act on (errors.py), untrusted text made safe for where it is shown (escape.py), atomic
+writes and private dirs (fs.py), no child process or private dir outliving its run (orphans.py), where the
+package's own files are (packaged.py), and JSON checked against a dataclass's type hints (typecheck.py).
+"""
