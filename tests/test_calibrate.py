@@ -88,7 +88,7 @@ def test_calibrate_accepts_a_red_first_run_and_the_next_run_passes(tmp_path, ven
 
     e = c.data()
     date = c.result(f"{CELL}-teeth")["started"][:10]
-    # the two tests that dispatched cuDNN get a tier rule each (tiercalibrate.py); teeth gets none
+    # the two tests that dispatched cuDNN get a tier rule each (calibrate/tiers.py); teeth gets none
     assert [(r["test"].split("::")[1][:22], r["only"]) for r in e["normal"]["tiers"]] == [
         ("test_cudnn_bites(?:_[0", ["CUDNN_FLASH_ATTENTION"]), ("test_values_only_cudnn", ["CUDNN_FLASH_ATTENTION"])]
     assert "tiers" not in e["teeth"]

@@ -2,7 +2,7 @@
 probe reports are written here as the harness stores them, against a matrix file loaded by the real loader
 (issue 26: these reach calibrate's read, targets, _write and calibrate, which before only the nox runs of
 tests/test_calibrate.py reached, where mutmut maps no test). The runs calibrate makes itself (`run`, watched
-with a display or not) go through `Runner`, a stand-in for harness.run_cell that keeps its contract."""
+with a display or not) go through `Runner`, a stand-in for drive/cell.py's run_cell that keeps its contract."""
 from __future__ import annotations
 
 import dataclasses
@@ -233,10 +233,11 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
 
 
 class Runner:
-    """Stands in for harness.run_cell (the nox and pytest run that test_calibrate.py makes for real), keeping its
-    contract: each call stores the results of the next round in the matrix's results dir and returns them, tells a
-    watch as each mode run starts and ends, echoes pytest's command (the host's interpreter, the posargs), records
-    each result in `earlier` (teeth reads its require_cudnn census there), or raises what a failed build raises."""
+    """Stands in for drive/cell.py's run_cell (the nox and pytest run that test_calibrate.py makes for real),
+    keeping its contract: each call stores the results of the next round in the matrix's results dir and returns
+    them, tells a watch as each mode run starts and ends, echoes pytest's command (the host's interpreter, the
+    posargs), records each result in `earlier` (teeth reads its require_cudnn census there), or raises what a
+    failed build raises."""
 
     def __init__(self, stored: Stored, rounds: list[dict[str, dict]], error: Exception | None = None,
                  teeth: dict[str, dict] | None = None, stopped: tuple[int, ...] = ()):

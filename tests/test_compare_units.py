@@ -1,6 +1,6 @@
 """compare(), one branch at a time, asserting the whole Comparison (every list, every field of every change), so
 a mutant that renames a kind, swaps before/after or drops a change is caught in-process (issue 26: mutmut maps
-these tests to compare.py's functions through its stats run)."""
+these tests to compare/changes.py's functions through its stats run)."""
 from __future__ import annotations
 
 from ort_gpu_matrix.compare.changes import Change, LibsDiff, Scope, add_stale_rules, compare, libs_comparison, show

@@ -52,7 +52,7 @@ def test_sessions_hold_session_definitions_and_nothing_of_the_engine():
 
 
 def test_no_module_beside_a_noxfile_shadows_the_stdlib():
-    """nox puts a noxfile's directory first on sys.path: a `sessions/bisect.py` beside the packaged noxfile
+    """nox puts a noxfile's directory first on sys.path: a session module named `bisect` beside the packaged noxfile
     made `import bisect` (packaging's, at import time) load our session module, and every child sweep died."""
     shadowing = {str(p.relative_to(REPO)) for d in (REPO / "sessions", REPO) for p in d.glob("*.py")
                  if p.stem in sys.stdlib_module_names}

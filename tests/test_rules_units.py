@@ -1,6 +1,7 @@
 """The decision modules merged after the first mutmut run, in-process and asserting whole outputs: tier rules
-(tierrules.py), known_flaky sets (flakes.py), what was expected (expected.py) and what a confirmation found
-(confirmed.py, unconfirmed.py). Issue 26: mutmut maps these tests to those modules' functions."""
+(judge/tiers.py), known_flaky sets (judge/flaky.py), what was expected (judge/expected.py) and what a
+confirmation found (store/confirmation.py, compare/unreproduced.py). Issue 26: mutmut maps these tests to those
+modules' functions."""
 from __future__ import annotations
 
 from unitkit import result
@@ -10,8 +11,7 @@ from ort_gpu_matrix.compare.unreproduced import Unconfirmed, filter_comparison, 
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.model import FlakyRule, PassExpect, Rule, TeethExpect, TierRule
 from ort_gpu_matrix.judge import expected as ex
-from ort_gpu_matrix.judge import flaky as flakes
-from ort_gpu_matrix.judge import tiers as tierrules
+from ort_gpu_matrix.judge import flaky, tiers
 from ort_gpu_matrix.judge.counts import Counts
 from ort_gpu_matrix.judge.counts import TestResult as T
 from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
@@ -22,19 +22,19 @@ from ort_gpu_matrix.store.confirmation import TestRuns as Runs
 CUDNN, MATH, EFF, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "EFFICIENT_ATTENTION", "FLASH_ATTENTION"
 
 
-# tierrules.py
+# judge/tiers.py
 
 def test_function_of_drops_params_and_expand_indices_only():
-    assert tierrules.function_of("f.py::C::test_a[1-2]") == "f.py::C::test_a"
-    assert tierrules.function_of("f.py::C::test_gqa_0_b2_s1") == "f.py::C::test_gqa"
-    assert tierrules.function_of("f.py::C::test_gqa_12") == "f.py::C::test_gqa"
-    assert tierrules.function_of("f.py::C::test_gqa_x") == "f.py::C::test_gqa_x"
-    assert tierrules.function_of("f.py::test_a_1[p_2]") == "f.py::test_a"
-    assert tierrules.function_of("test_plain") == "test_plain"
+    assert tiers.function_of("f.py::C::test_a[1-2]") == "f.py::C::test_a"
+    assert tiers.function_of("f.py::C::test_gqa_0_b2_s1") == "f.py::C::test_gqa"
+    assert tiers.function_of("f.py::C::test_gqa_12") == "f.py::C::test_gqa"
+    assert tiers.function_of("f.py::C::test_gqa_x") == "f.py::C::test_gqa_x"
+    assert tiers.function_of("f.py::test_a_1[p_2]") == "f.py::test_a"
+    assert tiers.function_of("test_plain") == "test_plain"
 
 
 def test_function_regex_matches_every_case_of_the_function_and_no_other():
-    rx = tierrules.function_regex("f.py::C::test_gqa")
+    rx = tiers.function_regex("f.py::C::test_gqa")
     assert rx == "^f\\.py::C::test_gqa(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$"
     import re
     for nodeid in ("f.py::C::test_gqa", "f.py::C::test_gqa_0", "f.py::C::test_gqa_3_b2", "f.py::C::test_gqa[x]"):
@@ -44,8 +44,8 @@ def test_function_regex_matches_every_case_of_the_function_and_no_other():
 
 
 def test_dispatched_counts_tiers_in_first_seen_order():
-    assert tierrules.dispatched([EFF, MATH, EFF]) == f"{EFF} x2, {MATH} x1"
-    assert tierrules.dispatched([]) == "nothing"
+    assert tiers.dispatched([EFF, MATH, EFF]) == f"{EFF} x2, {MATH} x1"
+    assert tiers.dispatched([]) == "nothing"
 
 
 def test_judge_names_each_broken_rule_its_tests_and_its_stale_rules():
@@ -56,68 +56,68 @@ def test_judge_names_each_broken_rule_its_tests_and_its_stale_rules():
     tests = [T("f::TestEff::test_a", "passed", "", (EFF,)), T("f::TestEff::test_b", "passed", "", (EFF, MATH, MATH)),
              T("f::TestEff::test_c", "xpassed", "", ()), T("f::TestEff::test_d", "failed", "", (MATH,)),
              T("f::TestFlash::test_e", "passed", "", (FLASH,)), T("f::x::test_skip", "skipped", "", ())]
-    got = tierrules.judge([eff, both, skipped_only, gone], tests)
+    got = tiers.judge([eff, both, skipped_only, gone], tests)
     assert got.reasons == [
         f"tier rule 'TestEff::' (only {EFF}) broken by 2 test(s): f::TestEff::test_b dispatched {EFF} x1, {MATH} x2; "
         "f::TestEff::test_c dispatched nothing",
         f"tier rule '::test_' (only {EFF}, {FLASH}) broken by 2 test(s): f::TestEff::test_b dispatched {EFF} x1, "
         f"{MATH} x2; f::TestEff::test_c dispatched nothing"]
-    assert got.breaks == [tierrules.Break(eff, "f::TestEff::test_b", (EFF, MATH, MATH)),
-                          tierrules.Break(eff, "f::TestEff::test_c", ()),
-                          tierrules.Break(both, "f::TestEff::test_b", (EFF, MATH, MATH)),
-                          tierrules.Break(both, "f::TestEff::test_c", ())]
-    assert got.stale == [tierrules.Stale(skipped_only, "it matched no test that passed", ["f::x::test_skip (skipped)"]),
-                         tierrules.Stale(gone, tierrules.GONE, [])]
+    assert got.breaks == [tiers.Break(eff, "f::TestEff::test_b", (EFF, MATH, MATH)),
+                          tiers.Break(eff, "f::TestEff::test_c", ()),
+                          tiers.Break(both, "f::TestEff::test_b", (EFF, MATH, MATH)),
+                          tiers.Break(both, "f::TestEff::test_c", ())]
+    assert got.stale == [tiers.Stale(skipped_only, "it matched no test that passed", ["f::x::test_skip (skipped)"]),
+                         tiers.Stale(gone, tiers.GONE, [])]
     assert got.breaks[0].to_dict("normal") == {
         "mode": "normal", "nodeid": "f::TestEff::test_b", "function": "f::TestEff::test_b",
         "dispatched": f"{EFF}, {MATH}", "rule": "TestEff::", "only": EFF}
-    assert tierrules.judge([eff], tests[:1]) == tierrules.Judged()
+    assert tiers.judge([eff], tests[:1]) == tiers.Judged()
 
 
 def test_a_long_list_of_breaks_is_cut_after_eight():
     rule = TierRule("t", (EFF,))
     tests = [T(f"t{i}", "passed", "", (MATH,)) for i in range(10)]
-    (reason,) = tierrules.judge([rule], tests).reasons
+    (reason,) = tiers.judge([rule], tests).reasons
     assert reason.endswith(f"t7 dispatched {MATH} x1; and 2 more") and "t8" not in reason
-    (reason,) = tierrules.judge([rule], tests[:8]).reasons
+    (reason,) = tiers.judge([rule], tests[:8]).reasons
     assert reason.endswith(f"t7 dispatched {MATH} x1") and "more" not in reason
 
 
 def test_teeth_warning_names_only_tests_that_ran_a_tier_other_than_math():
-    assert tierrules.teeth_warning([T("a", "failed", "", (MATH,)), T("b", "passed", "", ())]) is None
-    got = tierrules.teeth_warning([T("a", "failed", "", (MATH,)), T("b", "passed", "", (CUDNN, MATH))])
+    assert tiers.teeth_warning([T("a", "failed", "", (MATH,)), T("b", "passed", "", ())]) is None
+    got = tiers.teeth_warning([T("a", "failed", "", (MATH,)), T("b", "passed", "", (CUDNN, MATH))])
     assert got == (f"1 test(s) dispatched a tier other than {MATH} with {MATH} forced (the forcing did not reach "
                    f"their sessions): b dispatched {CUDNN} x1, {MATH} x1")
 
 
-# flakes.py
+# judge/flaky.py
 
 FLAKY = FlakyRule("t::fl", ("passed", "failed", "passed"), (EFF, FLASH), "comes and goes")
 
 
 def test_a_flaky_rule_accepts_only_its_outcomes_and_tiers():
-    assert flakes.rule_for([Rule("x", "y"), FLAKY], "t::flaky") is FLAKY  # type: ignore[list-item]
-    assert flakes.rule_for([FLAKY], "t::other") is None
-    assert flakes.as_set(FLAKY) == {"outcomes": ["failed", "passed"], "tiers": [EFF, FLASH]}
-    s = flakes.as_set(FLAKY)
-    assert flakes.within(s, "failed", [EFF]) and flakes.within(s, "passed", [EFF, FLASH]) and flakes.within(s, "passed", [])
-    assert not flakes.within(s, "skipped", [EFF]) and not flakes.within(s, "passed", [EFF, MATH])
-    assert not flakes.within({}, "passed", []) and flakes.within({"outcomes": ["passed"]}, "passed", [])
+    assert flaky.rule_for([Rule("x", "y"), FLAKY], "t::flaky") is FLAKY  # type: ignore[list-item]
+    assert flaky.rule_for([FLAKY], "t::other") is None
+    assert flaky.as_set(FLAKY) == {"outcomes": ["failed", "passed"], "tiers": [EFF, FLASH]}
+    s = flaky.as_set(FLAKY)
+    assert flaky.within(s, "failed", [EFF]) and flaky.within(s, "passed", [EFF, FLASH]) and flaky.within(s, "passed", [])
+    assert not flaky.within(s, "skipped", [EFF]) and not flaky.within(s, "passed", [EFF, MATH])
+    assert not flaky.within({}, "passed", []) and flaky.within({"outcomes": ["passed"]}, "passed", [])
 
 
 def test_judged_accepts_the_tests_within_and_names_those_outside():
     tests = [T("t::fl_1", "failed", "", (EFF,)), T("t::fl_2", "skipped", "", ()), T("t::fl_3", "error", "", (MATH, EFF)),
              T("t::other", "failed", "", ())]
-    accepted, outside, sets = flakes.judged([FLAKY], tests)
+    accepted, outside, sets = flaky.judged([FLAKY], tests)
     assert accepted == {"t::fl_1"}
     assert outside == ["t::fl_2 skipped (no tier): known_flaky lists failed, passed "
                        f"({EFF}, {FLASH})",
                        f"t::fl_3 error ({EFF}, {MATH}): known_flaky lists failed, passed ({EFF}, {FLASH})"]
     assert sets == {n: {"outcomes": ["failed", "passed"], "tiers": [EFF, FLASH]} for n in ("t::fl_1", "t::fl_2", "t::fl_3")}
     no_tiers = FlakyRule("t::", ("passed",), (), "r")
-    assert flakes.judged([no_tiers], [T("t::a", "failed", "", ())])[1] == [
+    assert flaky.judged([no_tiers], [T("t::a", "failed", "", ())])[1] == [
         "t::a failed (no tier): known_flaky lists passed (no tier)"]
-    assert flakes.judged([], tests) == (set(), [], {})
+    assert flaky.judged([], tests) == (set(), [], {})
 
 
 # expected.py
@@ -185,7 +185,7 @@ def test_tally_text_lists_kinds_in_the_order_of_kinds():
     assert st.tally_text(r) == "expected " + ", ".join(f"1 {k}" for k in ex.KINDS)
 
 
-# confirmed.py and unconfirmed.py
+# store/confirmation.py and compare/unreproduced.py
 
 def confirmation(*tests: Runs) -> Confirmation:
     return Confirmation(2, Status.FAIL, ["r"], Counts(), [Rerun("r1", None, 1, 1.0)], list(tests))
@@ -241,16 +241,16 @@ def test_a_libs_difference_is_kept_only_where_it_reproduced_on_both_sides():
 
 
 def test_function_of_reads_only_the_last_part_and_the_first_bracket():
-    assert tierrules.function_of("f.py::TestX_1_a::test_b") == "f.py::TestX_1_a::test_b"  # a class is no case
-    assert tierrules.function_of("dir_1_x/t.py::test_a") == "dir_1_x/t.py::test_a"  # nor a path
-    assert tierrules.function_of("f.py::test_a[p[0]]") == "f.py::test_a"
+    assert tiers.function_of("f.py::TestX_1_a::test_b") == "f.py::TestX_1_a::test_b"  # a class is no case
+    assert tiers.function_of("dir_1_x/t.py::test_a") == "dir_1_x/t.py::test_a"  # nor a path
+    assert tiers.function_of("f.py::test_a[p[0]]") == "f.py::test_a"
     rule = TierRule("t", (EFF, FLASH))
-    assert tierrules.Break(rule, "t::a", (MATH,)).to_dict("teeth")["only"] == f"{EFF}, {FLASH}"
+    assert tiers.Break(rule, "t::a", (MATH,)).to_dict("teeth")["only"] == f"{EFF}, {FLASH}"
 
 
 def test_a_flaky_rule_judges_every_test_it_matches_whatever_comes_before():
     tests = [T("t::fl_1", "failed", "", (EFF,)), T("t::other", "failed", "", ()), T("t::fl_2", "passed", "", ())]
-    assert flakes.judged([FLAKY], tests)[0] == {"t::fl_1", "t::fl_2"}
+    assert flaky.judged([FLAKY], tests)[0] == {"t::fl_1", "t::fl_2"}
 
 
 def test_a_skip_a_flaky_rule_lists_is_known_flaky_and_one_it_does_not_list_is_unexpected():
@@ -308,8 +308,8 @@ def test_a_pass_that_broke_a_tier_rule_is_unexpected_and_only_that_pass():
     """The grid marks red exactly the tests the tier rules failed: the broken pass (and xpass), never the other
     passes of the run, whether the result recorded `expected` or was stored before it did."""
     rule = TierRule("t::b", (CUDNN,))
-    breaks = [tierrules.Break(rule, "t::b", (MATH,)).to_dict("normal"),
-              tierrules.Break(rule, "t::bx", (MATH,)).to_dict("normal")]
+    breaks = [tiers.Break(rule, "t::b", (MATH,)).to_dict("normal"),
+              tiers.Break(rule, "t::bx", (MATH,)).to_dict("normal")]
     outcomes = {"t::b": "passed", "t::bx": "xpassed", "t::ok": "passed", "t::f": "failed"}
     for expected in ({"t::f": ex.KNOWN_FAILURE}, None):
         r = result("normal", outcomes, expected=expected, tier_breaks=breaks)

@@ -474,8 +474,8 @@ def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_a
 
 
 def test_a_runs_cost_leaves_out_its_wait_for_a_census_and_its_tail_is_from_its_first_test(tmp_path):
-    """An early teeth counts its duration from its census (run.py): the plan's cost of it is its processes' span
-    less the wait (the shortest worker wait), and its tail the controller's first test to its end."""
+    """An early teeth counts its duration from its census (execute/mode_run.py): the plan's cost of it is its
+    processes' span less the wait (the shortest worker wait), and its tail the controller's first test to its end."""
     from ort_gpu_matrix.drive.history import last_duration, last_whole
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"

@@ -33,7 +33,7 @@ class Options:
     allow_missing: bool = False
     replace: bool = False  # --save-baseline writes exactly this sweep's records, dropping what it did not run
     accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
-    confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of each mode's regressed tests before they count (confirm.py)
+    confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of a mode's regressed tests before they count (drive/confirm.py)
     slots_per_gpu: int | None = None  # --slots-per-gpu N (None: auto): also how many of a cell's reruns share the GPU
 
 

@@ -1,7 +1,7 @@
 """The release sweep: every selected cell in all its modes, one report, and regressions against a baseline.
 
 A sweep carries on past a failing cell (a failed build, a failing verdict) and judges the whole at the
-end under its gate (report.py). It writes `<results>/sweep.json` (for tools and CI), `report.md` and
+end under its gate (report/model.py). It writes `<results>/sweep.json` (for tools and CI), `report.md` and
 `report.html`, the baseline asked for, and appends the Markdown to $GITHUB_STEP_SUMMARY when that is set.
 
 Everything that comes from a file or names one is checked before the first cell runs (`prepare`): the

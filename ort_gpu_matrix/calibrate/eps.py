@@ -2,7 +2,7 @@
 
 A pass of a norm or MoE test says nothing of the GPU unless the CUDA EP served its runs, and those tests
 print no tier a tier rule could hold them to. So, as calibrate writes tier rules, it writes a cuda_runs
-rule (min 1) for each test function (tierrules.function_of) whose every case that passed, in every run
+rule (min 1) for each test function (judge/tiers.py, function_of) whose every case that passed, in every run
 given, made at least one run the CUDA EP served. A later pass on the CPU, or a pass that builds its
 session and never runs it, then fails the mode.
 

@@ -39,7 +39,7 @@ from ..judge.verdicts import expectation_reasons, outcome_judge
 from ..util.errors import MatrixError
 from ..util.escape import term
 from ..util.fs import write_atomic
-from . import flaky as calibrate_flaky
+from . import flaky
 from .eps import Run as EpRun
 from .eps import cuda_rules, fallbacks_seen
 from .gather import CalibrateError
@@ -160,7 +160,7 @@ class SuiteCalibration:
         return True
 
     def table(self, mode: str) -> ModeTable:
-        seen_flaky = calibrate_flaky.flaky([s for s in self.runs if s.mode == mode], lambda s: s.cell.name)
+        seen_flaky = flaky.flaky([s for s in self.runs if s.mode == mode], lambda s: s.cell.name)
         runs = [dataclasses.replace(s, tests=[x for x in s.tests if x.nodeid not in seen_flaky])
                 for s in self.runs if s.mode == mode]  # every other rule is made from the stable tests
         t = ModeTable(mode)
@@ -204,12 +204,12 @@ class SuiteCalibration:
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
         t.rules = {k: v for k, v in t.rules.items() if v}
         if not self._inline(mode, "known_flaky", [Item(n, "", seen[0][0]) for n, seen in seen_flaky.items()]):  # type: ignore[arg-type]
-            t.flaky = calibrate_flaky.rules(
+            t.flaky = flaky.rules(
                 self._old(mode, "known_flaky") or (), seen_flaky, [s for s in self.runs if s.mode == mode],
                 lambda s: s.cell.name,
                 lambda r: self._stale(mode, "known_flaky", f"{r.test!r} ({r.reason})", r.observed))
         for name in seen_flaky:
-            self.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(calibrate_flaky.state(x)
+            self.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(flaky.state(x)
                                                                          for _, x in seen_flaky[name])))
         return t
 

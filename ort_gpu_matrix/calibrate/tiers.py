@@ -1,6 +1,6 @@
 """The tier rules calibrate writes: one per test function, from what its cases dispatched in every run.
 
-A function's parameterized cases share one rule (tierrules.function_of), so a file of 3,000 tests gets
+A function's parameterized cases share one rule (judge/tiers.py, function_of), so a file of 3,000 tests gets
 a rule per function a reviewer can read, and the reason says what the cases ran: a memory-efficient
 test that ran cuDNN flash reads as such in the expect file, to be kept with a comment or reported.
 

@@ -7,7 +7,7 @@ Regression kinds (each fails the sweep):
     test      a test that passed now fails, errors, skips, or is gone
     tier      the set of tiers a test dispatched changed (CUDNN_FLASH_ATTENTION -> MATH): the silent slowdown
     ep        a test that ran on the CUDA EP in the baseline no longer does, with the same outcome: the CPU
-              served it, or it made no CUDA run (eprules.py); a pass on the CPU proves nothing of the GPU
+              served it, or it made no CUDA run (judge/eps.py); a pass on the CPU proves nothing of the GPU
     teeth     a test that was bitten in teeth is now toothless
     count     collected or passed dropped
     library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
@@ -18,7 +18,7 @@ A test that is new in the sweep and fails counts as a `test` regression too (new
 
 A known-flaky test (Result.known_flaky) that stays within the outcomes and tiers its rule lists
 changes nothing, and a pass it lost within its set is no drop in `passed`. A per-test change that a
-confirmation rerun did not reproduce leaves the regressions afterwards (unconfirmed.py).
+confirmation rerun did not reproduce leaves the regressions afterwards (unreproduced.py).
 
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
 failure fixed, or a new passing test), a test that runs on the CUDA EP again, a toothless test now bitten, and `stale-rule`: an expectation
@@ -51,7 +51,7 @@ from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
 
 REGRESSION_KINDS = ("verdict", "test", "tier", "ep", "teeth", "count", "library", "flaky")
-CUDA = "CUDA"  # as a baseline line names the CUDA EP (eprules.short_eps)
+CUDA = "CUDA"  # as a baseline line names the CUDA EP (judge/eps.py, short_eps)
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ witnesses disagree, or whose audit fails, reproduces everything (it can clear no
 does one in which the test did not run: only evidence that the change went away makes it
 unconfirmed. A check is confirmed when every rerun reproduced it:
 
-    test        the rerun's outcome is again a regression against the baseline (compare.test_changes)
+    test        the rerun's outcome is again a regression against the baseline (changes.test_changes)
     tier        the rerun's tiers again differ from the baseline's
     unexpected  the rerun fails again, and again unexpectedly
     fallback    the rerun's CUDA-asking session is again served by another EP, and no allowed_fallbacks rule
-                accepts it (eprules.py); `ep`, a test no longer served by the CUDA EP, is confirmed as `test` is
+                accepts it (judge/eps.py); `ep`, a test no longer served by the CUDA EP, is confirmed as `test` is
     libs        the rerun gave exactly what the first run gave (a side that changes is not a difference)
 
 What derives from outcomes follows the confirmed tests: a test with a check that did not reproduce
@@ -55,7 +55,7 @@ from ..execute.mode_run import run_mode
 from ..execute.request import Launch, ModeRun
 from ..host.host import Resolved
 from ..host.room import cores, decide, gpu_memory, workers_of
-from ..judge import eps as eprules
+from ..judge import eps
 from ..judge.counts import TestResult, census, collected_of, count
 from ..judge.covers import rule_covers
 from ..judge.eps import test_eps, unallowed_fallback
@@ -278,7 +278,7 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     return dataclasses.replace(r, verdict=Status.FAIL if reasons else Status.PASS, reasons=reasons, counts=counts,
                                dispatch=census(tests), teeth_coverage=coverage, tier_breaks=breaks,
                                outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record,
-                               ep=eprules.judge(expect, tests, r.ep.taken)[0])  # reports and baselines read it
+                               ep=eps.judge(expect, tests, r.ep.taken)[0])  # reports and baselines read it
 
 
 def _side_by_side(batch: list[tuple[_Mode, list[str]]],

@@ -1,6 +1,6 @@
 """The report's side of confirmation: what did not reproduce, read from the results' own records.
 
-confirm.py reruns a sweep's regressed tests and stores, in each mode's Result, what every run gave.
+drive/confirm.py reruns a sweep's regressed tests and stores, in each mode's Result, what every run gave.
 A report (the sweep's, or `nox -s report` from result files later) reads those records: a change
 some rerun did not reproduce is listed apart, with each run, and fails no gate; a change no record
 says anything about is left where it is, so a report against another baseline never drops a
@@ -17,7 +17,7 @@ from ..store.confirmation import Confirmation
 from ..store.results import Result
 from .changes import Comparison, LibsDiff
 
-PER_TEST = ("test", "tier", "ep")  # the regression kinds a rerun confirms (confirm.py)
+PER_TEST = ("test", "tier", "ep")  # the regression kinds a rerun confirms (drive/confirm.py)
 
 
 @dataclass(frozen=True)

@@ -112,9 +112,9 @@ class ModeTable:
     counts: list[Count] = field(default_factory=list)
     skips: list[Skip] | None = None  # None: the key is not written
     rules: dict[str, list[Rule]] = field(default_factory=dict)  # known_failures, known_toothless -> rules
-    tiers: list[TierRule] = field(default_factory=list)  # tier rules (tiercalibrate.py)
+    tiers: list[TierRule] = field(default_factory=list)  # tier rules (calibrate/tiers.py)
     flaky: list[FlakyRule] = field(default_factory=list)  # known_flaky
-    cuda_runs: list[CudaRunsRule] = field(default_factory=list)  # cuda_runs rules (epcalibrate.py)
+    cuda_runs: list[CudaRunsRule] = field(default_factory=list)  # cuda_runs rules (calibrate/eps.py)
 
     @property
     def empty(self) -> bool:

@@ -43,9 +43,9 @@ def last_whole(results_dir: Path, session: str, looked_at: int = 5) -> tuple[flo
 
 def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
     """A run's cost and tail from its processes' marks (timings.py, in report.json). A teeth started early counts
-    its duration from its census (run.py), so its cost is its processes' whole span less the wait, which every
-    worker spent from its own `keep_wait_start` to the common `kept`: the shortest of those waits is the one
-    the run's end was put off by. Without marks: its duration, and no tail."""
+    its duration from its census (execute/mode_run.py), so its cost is its processes' whole span less the wait,
+    which every worker spent from its own `keep_wait_start` to the common `kept`: the shortest of those waits is
+    the one the run's end was put off by. Without marks: its duration, and no tail."""
     try:
         marks = json.loads((bundle / "report.json").read_text())["timings"]
         top = marks["controller"]

@@ -28,7 +28,7 @@ from typing import Any, Protocol, cast
 from ort_matrix_probe.schema import EpUse, parent_of
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
-from . import flaky as flakes
+from . import flaky
 from .counts import TestResult
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
@@ -118,7 +118,7 @@ class Judged:
     stale: list[tuple[str, Any, str, list[str]]] = field(default_factory=list)  # key, rule, what, tests
 
 
-class Seen(flakes.Seen, Protocol):
+class Seen(flaky.Seen, Protocol):
     """What the rules read of a test: node id, outcome and its census entries (counts.TestResult is one)."""
 
     @property

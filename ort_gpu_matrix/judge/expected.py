@@ -7,7 +7,7 @@ once, when the run is judged (the skip's reason and the failure's message are at
 stored in the result (`Result.expected`), so a report built from result files later says the same.
 
 To add a kind, add its name beside the others and one check in `why_expected`; the report forms
-need nothing new. A test a known_flaky rule matches is judged by that rule alone (flakes.py, as the
+need nothing new. A test a known_flaky rule matches is judged by that rule alone (flaky.py, as the
 verdict does): a failure or skip within its set is expected, anything outside it is not.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 An observer of the runs' start and end events, whoever schedules them: the scheduler's child
 processes (`job_started`/`job_ended`, scheduler.Events) or the in-process harness of a serial sweep
-(`mode_started`/`mode_ended`, harness.Watch). It owns no scheduling, so a scheduler that orders or
+(`mode_started`/`mode_ended`, drive/context.py's Watch). It owns no scheduling, so a scheduler that orders or
 overlaps runs differently still feeds it the same two events.
 
 The time left is estimated from each run's last duration (history.last_duration, the same figure

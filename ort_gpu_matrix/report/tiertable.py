@@ -1,12 +1,12 @@
 """Tiers by test function: the table a user writes the first tier rules from, and sees them broken in.
 
-One row per test function (its parameterized cases folded, tierrules.function_of), one column per tier
+One row per test function (its parameterized cases folded, judge/tiers.py function_of), one column per tier
 any of them dispatched (whatever its name: XQA too), each count the number of the function's cases
 that dispatched that tier in any cell's normal or require_cudnn run. Teeth is left out: MATH is forced
 there. A tier a broken rule did not allow is marked, and so is `no tier` when a case broke a rule by
 dispatching nothing.
 
-Where the runs carry an EP census (eprules.py), two more columns say what served the function's
+Where the runs carry an EP census (judge/eps.py), two more columns say what served the function's
 CUDA-asking sessions: its runs the CUDA EP served, and its cases that fell back (marked where no
 allowed_fallbacks rule accepts it) or passed hollow. Functions that print no tier (norms, MoE) get a
 row for these alone.

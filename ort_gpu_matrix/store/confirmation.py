@@ -1,6 +1,6 @@
 """What confirming a mode's regressions found: typed, stored in the mode's Result (`confirmation`).
 
-A regression counts only once it reproduces (confirm.py). This record keeps the first run's own
+A regression counts only once it reproduces (drive/confirm.py). This record keeps the first run's own
 verdict, reasons and counts (the run's bundle keeps its probe report, every outcome), each rerun
 with its bundle, and for each test under confirmation what every run gave and which of its
 changes did not reproduce. Reports and `nox -s report` read it from the result alone.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..judge.counts import Counts
 from ..judge.verdicts import Status
 
-CHECKS = ("test", "tier", "unexpected", "libs")  # what a rerun checks a test for (see confirm.py)
+CHECKS = ("test", "tier", "unexpected", "libs")  # what a rerun checks a test for (see drive/confirm.py)
 
 
 @dataclass(frozen=True)

@@ -139,13 +139,13 @@ class Result:
     pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
     tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
     known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
-    confirmation: Confirmation | None = None  # its regressions rerun (confirm.py); verdict and counts follow them
+    confirmation: Confirmation | None = None  # its regressions rerun (drive/confirm.py); verdict and counts follow them
     # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
     expected: dict[str, str] | None = None
     # a confirmation rerun's own bundle: the run id of the run it reran (never a session's current result); the
     # scheduler's last duration and peak skip it, since a rerun of a few tests says nothing of a whole run
     rerun_of: str | None = None
-    ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (eprules.py)
+    ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (judge/eps.py)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -318,7 +318,7 @@ def retire_current(results_dir: Path, session: str) -> None:
 def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current: bool = True) -> Result:
     """Write the run's bundle whole, then make it the session's current result. Returns it as stored.
 
-    `current=False`: a confirmation rerun (confirm.py), kept as a bundle of its own under runs/ and
+    `current=False`: a confirmation rerun (drive/confirm.py), kept as a bundle of its own under runs/ and
     never the session's current result."""
     runs = results_dir / "runs" / result.session
     final = runs / result.run_id

@@ -18,7 +18,7 @@ SHOWN = 8  # tests listed under each reason before "and N more" (every one is in
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # how it fell back (eprules.KIND_TEXT)
+    kind: str  # how it fell back (judge/eps.py, KIND_TEXT)
     reason: str  # ORT's words, clipped
     tests: list[str]  # "session test: asked -> served", sorted, clipped
     unallowed: int  # how many of them no allowed_fallbacks rule accepts
