@@ -45,7 +45,7 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def bisect(session: Any) -> None:
         """Which ORT build changed the tests the last sweep confirmed (-- --versions A B C | --between A B | --wheels DIR)."""
-        from ort_gpu_matrix.app.bisect import Asked, BisectError
+        from ort_gpu_matrix.app.bisect import BisectArgs, BisectError
         from ort_gpu_matrix.app.bisect import bisect as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.report.render import bisect as render
@@ -61,7 +61,7 @@ def register(nox: Any, default_matrix: Path) -> None:
             session.error(f"bisect: {exc}; usage: {_parser().format_usage().strip()}")
             return
         here = Path(session.invoked_from)
-        asked = Asked(args.cell, args.mode, args.tests, args.improvement, tuple(args.versions),
+        asked = BisectArgs(args.cell, args.mode, args.tests, args.improvement, tuple(args.versions),
                       tuple(args.between) if args.between else None, tuple(here / w for w in args.wheels),
                       args.confirm, args.resume, tuple(extra))
         try:

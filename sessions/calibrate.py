@@ -37,7 +37,7 @@ def register(nox: Any, default_matrix: Path) -> None:
 
     def calibrate(session: Any) -> None:
         """Write the expectations that accept the chosen cells' outcome today (-- [SELECT ...] [--write PATH] [--from DIR])."""
-        from ort_gpu_matrix.app.calibrate import Asked
+        from ort_gpu_matrix.app.calibrate import CalibrateArgs
         from ort_gpu_matrix.app.calibrate import calibrate as engine
         from ort_gpu_matrix.calibrate.gather import CalibrateError
         from ort_gpu_matrix.config.loader import load_matrix
@@ -53,7 +53,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         display = None if args.verbose or args.from_dirs else live.for_here(color.enabled())
         here = Path(session.invoked_from)  # nox runs from the noxfile's dir; paths are the user's
         try:
-            asked = Asked(write=here / args.write if args.write else None,
+            asked = CalibrateArgs(write=here / args.write if args.write else None,
                           from_dirs=[here / d for d in args.from_dirs], force=args.force,
                           keep_stale=args.keep_stale, rounds=args.runs)
             outcome = engine(load_matrix(matrix_file, overrides), args.select, asked,

@@ -84,7 +84,7 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
 
 def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> None:
     from ort_gpu_matrix.app.outcome import Options, SweepError
-    from ort_gpu_matrix.app.sweep import Command, Invocation, from_command
+    from ort_gpu_matrix.app.sweep import Invocation, SweepArgs, from_command
     from ort_gpu_matrix.drive.census import CensusError
     from ort_gpu_matrix.host.gpus import GpuError
     from ort_gpu_matrix.host.room import RoomError
@@ -95,7 +95,7 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
     args, pytest_args = _args(session, "sweep")
     opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
                    args.accept_regressions, args.confirm)
-    cmd = Command(tuple(args.select), args.rerun_failures, args.slots_per_gpu, args.gpus, tuple(args.census),
+    cmd = SweepArgs(tuple(args.select), args.rerun_failures, args.slots_per_gpu, args.gpus, tuple(args.census),
                   tuple(args.census_file), tuple(pytest_args))
     # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
     display = None if args.verbose or args.child else live.for_here(color.enabled())

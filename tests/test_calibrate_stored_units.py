@@ -62,7 +62,7 @@ class Stored:
         return path
 
     def calibrate(self, **kw) -> cal.Outcome:
-        return appcal.calibrate(self.matrix, [], appcal.Asked(from_dirs=[self.results], **kw))
+        return appcal.calibrate(self.matrix, [], appcal.CalibrateArgs(from_dirs=[self.results], **kw))
 
 
 NORMAL = {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::f": {"outcome": "failed", "message": "AssertionError: 1\nmore"},
@@ -207,7 +207,7 @@ def test_a_file_that_does_not_load_is_never_written(tmp_path):
 def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tmp_path):
     s = Stored(tmp_path)
     with pytest.raises(cal.CalibrateError) as err:
-        appcal.calibrate(s.matrix, [], appcal.Asked(rounds=1))
+        appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(rounds=1))
     assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
                               "--runs 2 or more (default 2); nothing was run")
     assert cal.relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
@@ -378,7 +378,7 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
     s = Stored(tmp_path, text)
     s.store("normal", NORMAL, cell="gpu-3.99-x")
     (tmp_path / "mine.toml").write_text("# someone's\n")
-    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.Asked(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
+    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.CalibrateArgs(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
     assert out.written == {"s": tmp_path / "mine.toml"}
     assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
                             "is set in one file only)")
@@ -529,7 +529,7 @@ def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_j
     seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
     s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
     s.store("normal", {"t::ok": {"outcome": "passed"}})
-    out = appcal.calibrate(s.matrix, [CELL], appcal.Asked(from_dirs=[s.results]))
+    out = appcal.calibrate(s.matrix, [CELL], appcal.CalibrateArgs(from_dirs=[s.results]))
     assert out.lines == [
         f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
         f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "

@@ -27,7 +27,7 @@ def seen(cell, mode, tests, s=None, passed=None, fp="v1", dispatch=None, cov=Non
     result = NS(mode=mode, session=f"{cell}-{mode}", provenance=NS(ort={"version": ort} if ort else None),
                 started=started, venv=NS(fingerprint=fp), dispatch=dispatch or Dispatch(), teeth_coverage=cov,
                 counts=NS(passed=sum(t.outcome == "passed" for t in tests) if passed is None else passed))
-    return seenmod.Seen(NS(name=cell, suite=s), result, tests)
+    return seenmod.CalibrationRun(NS(name=cell, suite=s), result, tests)
 
 
 def test_failures_are_accepted_with_their_first_line_and_the_canarys_refused():

@@ -71,7 +71,7 @@ def test_judge_names_each_broken_rule_its_tests_and_its_stale_rules():
     assert got.breaks[0].to_dict("normal") == {
         "mode": "normal", "nodeid": "f::TestEff::test_b", "function": "f::TestEff::test_b",
         "dispatched": f"{EFF}, {MATH}", "rule": "TestEff::", "only": EFF}
-    assert tiers.judge([eff], tests[:1]) == tiers.Judged()
+    assert tiers.judge([eff], tests[:1]) == tiers.TierFindings()
 
 
 def test_a_long_list_of_breaks_is_cut_after_eight():

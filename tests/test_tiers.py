@@ -13,7 +13,7 @@ import tomllib
 from conftest import CELL, SUITES
 from test_calibrate import Calibration
 
-from ort_gpu_matrix.calibrate.tiers import Run, tier_rules
+from ort_gpu_matrix.calibrate.tiers import ObservedRun, tier_rules
 from ort_gpu_matrix.config.model import Observation, TierRule
 from ort_gpu_matrix.judge.counts import TestResult as Outcome
 from ort_gpu_matrix.judge.tiers import function_of
@@ -211,11 +211,11 @@ def _ran(nodeid: str, *tiers: str, outcome: str = "passed") -> Outcome:
 
 def test_the_rule_writer_takes_the_union_over_runs_and_skips_a_function_with_a_silent_case():
     a, b = Observation("gpu-a", "1.31.1", "2026-12-01"), Observation("gpu-b", "1.31.1", "2026-12-01")
-    runs = [Run(a, [_ran("t.py::C::test_past_0_x", "FLASH_ATTENTION"), _ran("t.py::C::test_past_1_y", "XQA"),
+    runs = [ObservedRun(a, [_ran("t.py::C::test_past_0_x", "FLASH_ATTENTION"), _ran("t.py::C::test_past_1_y", "XQA"),
                     _ran("t.py::test_mixed[1]", "MATH"), _ran("t.py::test_mixed[2]"),
                     _ran("t.py::test_cpu")]),
-            Run(a, [_ran("t.py::C::test_past_0_x", "XQA"), _ran("t.py::C::test_past_1_y", "XQA")]),
-            Run(b, [_ran("t.py::C::test_past_0_x", "FLASH_ATTENTION"), _ran("t.py::C::test_past_1_y", "XQA",
+            ObservedRun(a, [_ran("t.py::C::test_past_0_x", "XQA"), _ran("t.py::C::test_past_1_y", "XQA")]),
+            ObservedRun(b, [_ran("t.py::C::test_past_0_x", "FLASH_ATTENTION"), _ran("t.py::C::test_past_1_y", "XQA",
                                                                             outcome="failed")])]
     said: list[str] = []
     rules = tier_rules([], runs, lambda r: True, said.append)

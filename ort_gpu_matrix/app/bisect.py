@@ -38,7 +38,9 @@ class BisectError(Exception):
 
 
 @dataclass(frozen=True)
-class Asked:
+class BisectArgs:
+    """`nox -s bisect -- ...` as the session parsed it: the change to follow and the builds to follow it over."""
+
     cell: str | None = None
     mode: str | None = None
     tests: str | None = None
@@ -67,7 +69,7 @@ def _cell(matrix: Matrix, name: str) -> Cell:
     return cells[name]
 
 
-def follow(matrix: Matrix, asked: Asked) -> Followed:
+def follow(matrix: Matrix, asked: BisectArgs) -> Followed:
     """The cell, the mode and the tests to follow, each refused in one line when it cannot be."""
     if asked.mode is not None and asked.mode not in MODES:
         raise BisectError(f"--mode {asked.mode}: not a mode; fix: one of {', '.join(MODES)}")
@@ -95,7 +97,7 @@ def follow(matrix: Matrix, asked: Asked) -> Followed:
     return _from_sweep(matrix, asked, results_dir / "sweep.json")
 
 
-def _from_sweep(matrix: Matrix, asked: Asked, path: Path) -> Followed:
+def _from_sweep(matrix: Matrix, asked: BisectArgs, path: Path) -> Followed:
     what = "improvements" if asked.improvement else "regressions"
     try:
         sweep = json.loads(path.read_text())
@@ -125,7 +127,7 @@ def _from_sweep(matrix: Matrix, asked: Asked, path: Path) -> Followed:
     return Followed(cell, mode, what, tests, good)
 
 
-def builds(cell: Cell, resolved: Resolved, asked: Asked) -> list[Build]:
+def builds(cell: Cell, resolved: Resolved, asked: BisectArgs) -> list[Build]:
     given = sum(bool(x) for x in (asked.versions, asked.between, asked.wheels))
     if given != 1:
         raise BisectError("the builds: give exactly one of --versions V1 V2 ..., --between V1 V2, or --wheels "
@@ -190,7 +192,7 @@ def whole_suite_s(cell: Cell, mode: str, results_dir: Path) -> float | None:
         return None
 
 
-def bisect(matrix: Matrix, asked: Asked, log: Callable[[str], None] = print,
+def bisect(matrix: Matrix, asked: BisectArgs, log: Callable[[str], None] = print,
            echo: Callable[[str], None] = print) -> tuple[Bisection, Path]:
     """Follow, check the builds, run the ends, halve; the record is saved after every step."""
     f = follow(matrix, asked)

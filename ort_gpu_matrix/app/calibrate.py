@@ -34,7 +34,7 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class Asked:
+class CalibrateArgs:
     """What a calibrate run was asked: `write` (--write, else each suite's own file), `from_dirs` (--from: read
     results instead of running), `force` (replace a file that is not the suite's), `keep_stale`, `rounds` (--runs)."""
 
@@ -45,8 +45,8 @@ class Asked:
     rounds: int = RUNS
 
 
-def calibrate(matrix: Matrix, selectors: Sequence[str], asked: Asked = Asked(), log: Say = print, echo: Say = print,
-              display: Display | None = None) -> Outcome:
+def calibrate(matrix: Matrix, selectors: Sequence[str], asked: CalibrateArgs = CalibrateArgs(), log: Say = print,
+              echo: Say = print, display: Display | None = None) -> Outcome:
     """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
     write, from_dirs, force, keep_stale, rounds = asked.write, asked.from_dirs, asked.force, asked.keep_stale, asked.rounds
     out = Outcome()

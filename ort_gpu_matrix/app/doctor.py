@@ -32,7 +32,9 @@ from ..util.errors import MatrixError, anywhere
 
 
 @dataclass
-class Report:
+class DoctorReport:
+    """What `nox -s doctor` prints (`lines`), the problems no host could fix, and the cells this host can run."""
+
     lines: list[str] = field(default_factory=list)
     fatal: list[str] = field(default_factory=list)  # problems no host could fix
     runnable: list[str] = field(default_factory=list)
@@ -102,7 +104,7 @@ def why_not(err: MatrixError) -> str:
     return "; ".join(p.problem for p in err.problems)
 
 
-def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved | MatrixError]) -> None:
+def driver_section(rep: DoctorReport, cells: list[Cell], checked: dict[str, Resolved | MatrixError]) -> None:
     """The NVIDIA driver, which CUDA majors it serves, and what each CUDA cell needs of it."""
     found = driver.installed()
     rep.add()
@@ -135,7 +137,7 @@ def driver_section(rep: Report, cells: list[Cell], checked: dict[str, Resolved |
     _per_major(rep, by_major)
 
 
-def _per_major(rep: Report, by_major: dict[int, list[tuple[str, bool]]]) -> None:
+def _per_major(rep: DoctorReport, by_major: dict[int, list[tuple[str, bool]]]) -> None:
     """Which cells of each CUDA major this host can run: a release engineer sweeps CUDA 12 and 13 builds on one
     host with one driver, and a major none of whose cells can run is a hole in that sweep."""
     for major in sorted(by_major):
@@ -148,7 +150,7 @@ def _per_major(rep: Report, by_major: dict[int, list[tuple[str, bool]]]) -> None
 Checked = dict[str, Resolved | MatrixError]
 
 
-def _pairings(rep: Report, cells: list[Cell], checked: Checked) -> None:
+def _pairings(rep: DoctorReport, cells: list[Cell], checked: Checked) -> None:
     rep.add("pairings")
     for c in cells:
         r = checked[c.name]
@@ -163,7 +165,7 @@ def _pairings(rep: Report, cells: list[Cell], checked: Checked) -> None:
         rep.add(f"    sessions: {sessions}")
 
 
-def _libs_sets(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked) -> dict[str, str | None]:
+def _libs_sets(rep: DoctorReport, matrix: Matrix, cells: list[Cell], checked: Checked) -> dict[str, str | None]:
     """Each libs set and the files it pins here; returns the cuDNN version each set pins, by set."""
     rep.add("libs sets")
     pinned_versions: dict[str, str | None] = {}
@@ -196,7 +198,7 @@ def _libs_sets(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked)
     return pinned_versions
 
 
-def _torches(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked,
+def _torches(rep: DoctorReport, matrix: Matrix, cells: list[Cell], checked: Checked,
              pinned_versions: dict[str, str | None]) -> None:
     rep.add("torch environments")
     for t in matrix.torch.values():
@@ -223,7 +225,7 @@ def _torches(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked,
                         f"{bundled['cudnn'][1]}: both get mapped, and a by-name load may get torch's (the audit checks)")
 
 
-def _venvs_and_pythons(rep: Report, matrix: Matrix, cells: list[Cell], checked: Checked) -> None:
+def _venvs_and_pythons(rep: DoctorReport, matrix: Matrix, cells: list[Cell], checked: Checked) -> None:
     rep.add("venvs")
     for c in cells:
         r = checked[c.name]
@@ -237,8 +239,8 @@ def _venvs_and_pythons(rep: Report, matrix: Matrix, cells: list[Cell], checked: 
                                            else f"{LOOKED}; install it: {install_command(version)}"))
 
 
-def run(matrix: Matrix) -> Report:
-    rep = Report()
+def run(matrix: Matrix) -> DoctorReport:
+    rep = DoctorReport()
     cells = cells_of(matrix)
     checked: Checked = {c.name: check(c, matrix.workspace) for c in cells}
     rep.add(f"matrix: {matrix.path}")

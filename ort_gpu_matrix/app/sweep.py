@@ -94,7 +94,7 @@ def with_reruns(chosen: list[tuple[Cell, tuple[str, ...]]], reruns: int
 
 
 @dataclass(frozen=True)
-class Command:
+class SweepArgs:
     """`nox -s sweep -- ...` as the session parsed it: what it hands the engine (the rest is in Options)."""
 
     select: tuple[str, ...] = ()
@@ -106,7 +106,7 @@ class Command:
     pytest_args: tuple[str, ...] = ()
 
 
-def from_command(matrix: Matrix, cmd: Command, opts: Options, how: Invocation,
+def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation,
                  warn: Callable[[str], None]) -> SweepOutcome:
     """The sweep the command line asks for: cells chosen, reruns and GPU slots decided, censuses handed on.
 
@@ -242,7 +242,7 @@ def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Resul
     """Each runnable cell in this process, one after another; a cell that stops is an error, never the sweep's end."""
     results: list[Result] = []
     log, serial = how.log, [(cell, modes) for cell, modes, _ in plan.runnable]
-    watch = progress.Watch(scheduler.jobs_of(serial, ws.results_dir), (), how.display,
+    watch = progress.SweepProgress(scheduler.jobs_of(serial, ws.results_dir), (), how.display,
                            ws.results_dir) if how.display is not None and serial and not how.child else None
     try:
         for cell, modes, resolved in plan.runnable:
@@ -294,9 +294,9 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     pytest_for = how.pytest_for
     display = None if how.child else how.display
     jobs = scheduler.jobs_of(runnable, results_dir)
-    watch = progress.Watch(jobs, slots, display, results_dir) if display is not None else None
+    watch = progress.SweepProgress(jobs, slots, display, results_dir) if display is not None else None
     try:
-        stopped = run_batch(jobs, slots, scheduler.Command(noxfile, child_args, pytest_for=pytest_for),
+        stopped = run_batch(jobs, slots, scheduler.ChildCommand(noxfile, child_args, pytest_for=pytest_for),
                                   scheduler.Hooks(say=log, events=watch), results_dir, "sweep")
     finally:
         if watch is not None:

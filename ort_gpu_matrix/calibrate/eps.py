@@ -16,29 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from ..config.model import CudaRunsRule, Observation
+from ..config.model import CudaRunsRule
+from ..judge.counts import TestResult
 from ..judge.covers import rule_covers
-from ..judge.eps import Seen, test_eps
+from ..judge.eps import test_eps
 from ..judge.outcomes import JUDGED
 from ..judge.tiers import function_regex
-from .tiers import passed_by_function, sorted_observed
+from .tiers import ObservedRun, passed_by_function, sorted_observed
 
 
-@dataclass(frozen=True)
-class Run:
-    """One mode run as the rule writer reads it: where it ran, and its tests (with their EP census)."""
-
-    observation: Observation
-    tests: Sequence[Seen]
-
-
-def _cuda(t: Seen) -> int:
+def _cuda(t: TestResult) -> int:
     return sum(use["runs"].get("CUDAExecutionProvider", 0) for use in t.ep)
 
 
-def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Callable[[CudaRunsRule], bool],
+def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[ObservedRun], drop_stale: Callable[[CudaRunsRule], bool],
                say: Callable[[str], None]) -> list[CudaRunsRule]:
     """The old rules that still match (observed afresh), then a rule per test function nothing covers."""
     calibrated = {r.observation.cell for r in runs}
@@ -72,7 +64,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[Run], drop_stale: Cal
     return out
 
 
-def fallbacks_seen(runs: Sequence[Run]) -> list[str]:
+def fallbacks_seen(runs: Sequence[ObservedRun]) -> list[str]:
     """One line per test that fell back in the runs: what calibrate says it did not accept."""
     lines = set()
     for r in runs:

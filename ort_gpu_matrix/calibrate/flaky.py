@@ -9,61 +9,49 @@ other rule calibrate writes is made from the stable tests only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..config.expectfile import literal_regex, short
 from ..config.model import FlakyRule, Observation
 from ..judge.counts import TestResult
 from ..judge.covers import rule_covers
 from ..judge.outcomes import FAILING, first_line
-
-
-class Run(Protocol):
-    """A calibrated mode run (calibrate.Seen)."""
-
-    @property
-    def round(self) -> int: ...
-    @property
-    def tests(self) -> list[TestResult]: ...
-    @property
-    def observation(self) -> Observation: ...
-    @property
-    def mode(self) -> str: ...
+from .seen import CalibrationRun
 
 
 def state(t: TestResult) -> str:
     return " ".join([t.outcome, *sorted(set(t.sdpa))])
 
 
-def flaky(runs: Sequence[Run], cell_of: Callable[[Any], str]) -> dict[str, list[tuple[Run, TestResult]]]:
+def flaky(runs: Sequence[CalibrationRun], cell_of: Callable[[Any], str]) -> dict[str, list[tuple[CalibrationRun, TestResult]]]:
     """Node id -> each run that ran it, for the tests whose state differed between runs of one cell."""
-    per: dict[tuple[str, str], list[tuple[Run, TestResult]]] = {}
+    per: dict[tuple[str, str], list[tuple[CalibrationRun, TestResult]]] = {}
     for r in runs:
         for t in r.tests:
             per.setdefault((cell_of(r), t.nodeid), []).append((r, t))
-    out: dict[str, list[tuple[Run, TestResult]]] = {}
+    out: dict[str, list[tuple[CalibrationRun, TestResult]]] = {}
     for (_, nodeid), seen in sorted(per.items()):
         if len({state(t) for _, t in seen}) > 1:
             out.setdefault(nodeid, []).extend(seen)
     return out
 
 
-def _reason(seen: Sequence[tuple[Run, TestResult]]) -> str:
+def _reason(seen: Sequence[tuple[CalibrationRun, TestResult]]) -> str:
     failing = next((t for _, t in seen if t.outcome in FAILING and t.message.strip()), None)
     states = ", ".join(dict.fromkeys(state(t) for _, t in seen))
     head = f"differed between runs ({states})"
     return short(f"{head}: {first_line(failing.message)}" if failing else head)
 
 
-def _observed(seen: Sequence[tuple[Run, TestResult]]) -> tuple[Observation, ...]:
+def _observed(seen: Sequence[tuple[CalibrationRun, TestResult]]) -> tuple[Observation, ...]:
     return tuple(sorted({r.observation for r, _ in seen}, key=lambda o: (o.cell, o.ort, o.date)))
 
 
-def _runs(seen: Sequence[tuple[Run, TestResult]], cell_of: Callable[[Any], str]) -> tuple[str, ...]:
+def _runs(seen: Sequence[tuple[CalibrationRun, TestResult]], cell_of: Callable[[Any], str]) -> tuple[str, ...]:
     return tuple(short(f"{cell_of(r)} run {r.round + 1}: {state(t)}", 120) for r, t in seen)
 
 
-def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[Run, TestResult]]], runs: Sequence[Run],
+def rules(old: Sequence[FlakyRule], seen_flaky: dict[str, list[tuple[CalibrationRun, TestResult]]], runs: Sequence[CalibrationRun],
           cell_of: Callable[[Any], str], stale: Callable[[FlakyRule], bool]) -> list[FlakyRule]:
     """The old file's known_flaky rules whose tests ran (their sets grown by what the runs where a test of theirs
     flaked showed; a test stable outside its rule's set is left for the verdict to name), minus the

@@ -29,7 +29,7 @@ from ..report.model import InputError, gather
 from ..report.render.live import Display
 from ..store.results import Result, StoreError
 from ..util.errors import MatrixError
-from .seen import Seen
+from .seen import CalibrationRun
 
 RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
 Say = Callable[[str], None]
@@ -60,7 +60,7 @@ def json_of(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
 
 
-def seen_of(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> Seen | None:
+def seen_of(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> CalibrationRun | None:
     if result.stopped:
         say(f"not calibrated: {result.session}: the run was {result.stopped}")
         return None
@@ -68,7 +68,7 @@ def seen_of(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> See
     if report is None:
         say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
         return None
-    return Seen(cell, result, tests_of(report))  # type: ignore[arg-type]
+    return CalibrationRun(cell, result, tests_of(report))  # type: ignore[arg-type]
 
 
 def as_run(workspace: Workspace, cell: Cell, say: Say) -> Cell:
@@ -90,7 +90,7 @@ class Voices:
 
 
 def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: int, voices: Voices,
-        display: Display | None = None) -> list[Seen]:
+        display: Display | None = None) -> list[CalibrationRun]:
     """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
     tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
     With a `display`, the runs are watched as a sweep's are (progress.py)."""
@@ -109,7 +109,7 @@ def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: in
     seen = []
     results_dir = workspace.results_dir
     # one job per mode run of every round: a session runs `rounds` times, each run watched as its own
-    watch = None if display is None else progress.Watch(
+    watch = None if display is None else progress.SweepProgress(
         [j for _ in range(rounds) for j in scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir)],
         (), display, results_dir)
     try:
@@ -135,7 +135,7 @@ def quiet(line: str) -> None:
     """pytest's output of a watched calibration: already in each run's pytest.log."""
 
 
-def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Seen]:
+def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[CalibrationRun]:
     """The chosen cells' current results under `dirs` (as `nox -s report` gathers them), running nothing."""
     try:
         results = gather(list(dirs))

@@ -25,7 +25,7 @@ Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class Seen:
+class CalibrationRun:
     """One mode run of one cell as calibrate reads it: the result and every test the probe recorded."""
 
     cell: Cell
@@ -50,7 +50,7 @@ class Item:
 
     text: str
     reason: str
-    seen: Seen
+    seen: CalibrationRun
 
 
 def search(pattern: str, text: str) -> bool:
@@ -63,19 +63,19 @@ def canaries(suite: Suite) -> tuple[str, ...]:
     return tuple(dict.fromkeys((own, TEETH_MESSAGE)))
 
 
-def canary_tier(seen: Seen) -> str:
+def canary_tier(seen: CalibrationRun) -> str:
     """The tier the cell's teeth takes away (cuDNN unless its suite names another)."""
     expect = seen.cell.suite.expect.get("teeth")
     return expect.tier if isinstance(expect, TeethExpect) else CUDNN
 
 
-def bitten_in(seen: Seen) -> set[str]:
+def bitten_in(seen: CalibrationRun) -> set[str]:
     expect = seen.cell.suite.expect["teeth"]
     message = expect.canary if isinstance(expect, TeethExpect) else TEETH_MESSAGE
     return {t.nodeid for t in seen.tests if bites(t.outcome, t.message, message)}
 
 
-def prior_census(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
+def prior_census(teeth: CalibrationRun, runs: Sequence[CalibrationRun]) -> Dispatch | None:
     """require_cudnn's census, for teeth's coverage: the same cell's run, from the same venv."""
     rc = next((s for s in runs if s.cell.name == teeth.cell.name and s.mode == "require_cudnn"
                and s.round == teeth.round), None)
@@ -84,7 +84,7 @@ def prior_census(teeth: Seen, runs: Sequence[Seen]) -> Dispatch | None:
     return rc.result.dispatch
 
 
-def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
+def failures(seen: CalibrationRun, canaries: tuple[str, ...], say: Say) -> list[Item]:
     """Every failing test of a run, with its first failure line; the canary's own failures refused by name."""
     bitten = bitten_in(seen) if seen.mode == "teeth" else set()
     items = []
@@ -102,7 +102,7 @@ def failures(seen: Seen, canaries: tuple[str, ...], say: Say) -> list[Item]:
     return items
 
 
-def toothless(teeth: Seen, runs: Sequence[Seen], say: Say) -> list[Item]:
+def toothless(teeth: CalibrationRun, runs: Sequence[CalibrationRun], say: Say) -> list[Item]:
     """Every test that dispatched the canary's tier in require_cudnn and was not bitten, with that census as its
     reason."""
     tier = canary_tier(teeth)
@@ -164,7 +164,7 @@ def uncovered(covered: Callable[[str], bool], items: Sequence[Item]) -> dict[str
     return dict(sorted(out.items()))
 
 
-def folded(grouped: dict[str, list[Item]], runs: Sequence[Seen]) -> tuple[dict[str, list[Item]], dict[str, list[Item]]]:
+def folded(grouped: dict[str, list[Item]], runs: Sequence[CalibrationRun]) -> tuple[dict[str, list[Item]], dict[str, list[Item]]]:
     """(the items left one by one, and per test the items of its subtests written as one rule).
 
     A test's subtests fold into one rule (its id, `subtests = true`) only when, in every calibrated run of the

@@ -40,12 +40,11 @@ from ..util.errors import MatrixError
 from ..util.escape import term
 from ..util.fs import write_atomic
 from . import flaky
-from .eps import Run as EpRun
 from .eps import cuda_rules, fallbacks_seen
 from .gather import CalibrateError
 from .seen import (
+    CalibrationRun,
     Item,
-    Seen,
     bitten_in,
     canaries,
     failures,
@@ -58,7 +57,7 @@ from .seen import (
     toothless,
     uncovered,
 )
-from .tiers import Run, tier_rules
+from .tiers import ObservedRun, tier_rules
 
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
               "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
@@ -76,7 +75,7 @@ class SuiteCalibration:
     """One suite: its calibrated runs, the keys its matrix tables set, and what its old expect file said."""
 
     suite: Suite
-    runs: list[Seen]
+    runs: list[CalibrationRun]
     inline: dict[str, set[str]]  # mode -> keys [suite.<id>.expect.<mode>] sets itself: never written
     old_keys: dict[str, set[str]]  # mode -> keys the suite's expect file set
     all_cells: dict[str, set[str]]  # mode -> every cell of the suite that runs it
@@ -188,22 +187,22 @@ class SuiteCalibration:
             if not self._inline(mode, "allowed_skips", skipped):
                 t.skips = self.skips(mode) or None
             if not self._inline(mode, "tiers"):
-                t.tiers = tier_rules(self._old(mode, "tiers") or (), [Run(s.observation, s.tests) for s in runs],
+                t.tiers = tier_rules(self._old(mode, "tiers") or (), [ObservedRun(s.observation, s.tests) for s in runs],
                                      lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
                                      self.say)
             if not self._inline(mode, "cuda_runs"):
                 t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (),
-                                         [EpRun(s.observation, s.tests) for s in runs],
+                                         [ObservedRun(s.observation, s.tests) for s in runs],
                                          lambda r: self._stale(mode, "cuda_runs", f"{r.test!r} ({r.reason})",
                                                                r.observed), self.say)
-        for line in fallbacks_seen([EpRun(s.observation, s.tests) for s in runs]):
+        for line in fallbacks_seen([ObservedRun(s.observation, s.tests) for s in runs]):
             self.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
                      "rule by hand if the CPU may serve it)")
         failing = [i for s in runs for i in failures(s, canaries(self.suite), self.say)]
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
         t.rules = {k: v for k, v in t.rules.items() if v}
-        if not self._inline(mode, "known_flaky", [Item(n, "", seen[0][0]) for n, seen in seen_flaky.items()]):  # type: ignore[arg-type]
+        if not self._inline(mode, "known_flaky", [Item(n, "", seen[0][0]) for n, seen in seen_flaky.items()]):
             t.flaky = flaky.rules(
                 self._old(mode, "known_flaky") or (), seen_flaky, [s for s in self.runs if s.mode == mode],
                 lambda s: s.cell.name,
@@ -251,7 +250,7 @@ def relative(workspace: Workspace, path: Path) -> str:
     return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
-def header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
+def header(suite: Suite, runs: Sequence[CalibrationRun], rel: str) -> list[str]:
     seen = sorted({(s.cell.name, s.observation.ort, s.observation.date) for s in runs})
     return [f"Expectations of [suite.{suite.id}] that accept the outcome below, written by `nox -s calibrate`.",
             "Review every rule before committing: each one accepts a failure, a toothless test or a skip.",
@@ -259,7 +258,7 @@ def header(suite: Suite, runs: Sequence[Seen], rel: str) -> list[str]:
             f'Loaded with expect_file = "{rel}" on [suite.{suite.id}]; a key set here may not be set there too.']
 
 
-def still_failing(suite_id: str, runs: Sequence[Seen], expect: dict[str, DispatchExpect], say: Say) -> None:
+def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[str, DispatchExpect], say: Say) -> None:
     """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
     for s in runs:
         judge = outcome_judge(s.mode)
@@ -285,7 +284,7 @@ def write_file(workspace: Workspace, suite: Suite, path: Path, text: str) -> dic
     return loaded
 
 
-def pollution_said(seen: Sequence[Seen], say: Say) -> None:
+def pollution_said(seen: Sequence[CalibrationRun], say: Say) -> None:
     """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
     the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
     for s in seen:

@@ -19,40 +19,38 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from ort_matrix_probe.schema import parent_of
 
 from ..config.model import Observation, TierRule
 from ..judge.counts import TestResult
 from ..judge.covers import rule_covers
-from ..judge.flaky import Seen as Ran
 from ..judge.outcomes import JUDGED
 from ..judge.subtests import as_judged
 from ..judge.tiers import breaks_of, function_of, function_regex, rule_text
 
 
 @dataclass(frozen=True)
-class Run:
-    """One mode run as the rule writer reads it: where it ran, and its tests."""
+class ObservedRun:
+    """One mode run as the rule writers (tier and cuda_runs rules) read it: where it ran, and its tests."""
 
     observation: Observation
-    tests: Sequence[Ran]
+    tests: Sequence[TestResult]
 
 
-S = TypeVar("S", bound=Ran)
 V = TypeVar("V")
 
 
-def passed_by_function(runs: Sequence[tuple[Observation, Sequence[S]]], covered: Sequence[str],
-                       value: Callable[[S], V]) -> tuple[dict[str, dict[str, dict[str, list[V]]]], dict[str, set[Observation]]]:
+def passed_by_function(runs: Sequence[tuple[Observation, Sequence[TestResult]]], covered: Sequence[str],
+                       value: Callable[[TestResult], V]) -> tuple[dict[str, dict[str, dict[str, list[V]]]], dict[str, set[Observation]]]:
     """Each passed case no rule in `covered` matches, as function -> cell -> node id -> `value` per run, and
     where each function was observed: what every rule calibrate writes (tiers, cuda_runs) is written from."""
     cases: dict[str, dict[str, dict[str, list[V]]]] = {}
     observed: dict[str, set[Observation]] = {}
     for observation, tests in runs:
         # a test failed by its subtests alone: its passing parts, as a pass (the tests are TestResults: counts.py)
-        for t in cast(Sequence[S], as_judged(cast(Sequence[TestResult], tests))):
+        for t in as_judged(tests):
             if t.outcome not in JUDGED or parent_of(t.nodeid) is not None or any(re.search(k, t.nodeid) for k in covered):
                 continue  # a subtest: its test carries its tiers and EP uses, and the rule judges the test
             fn = function_of(t.nodeid)
@@ -83,7 +81,7 @@ def _reason(cases: dict[str, dict[str, list[frozenset[str]]]]) -> str:
     return "seen in " + "; ".join(f"{cell}: {text}" for cell, text in per_cell.items())
 
 
-def tier_rules(old: Sequence[TierRule], runs: Sequence[Run], drop_stale: Callable[[TierRule], bool],
+def tier_rules(old: Sequence[TierRule], runs: Sequence[ObservedRun], drop_stale: Callable[[TierRule], bool],
                say: Callable[[str], None]) -> list[TierRule]:
     """The old rules that still match (observed afresh), then a rule per test function nothing covers.
 

@@ -14,7 +14,9 @@ from .changes import REGRESSION_KINDS, Change, show
 
 
 @dataclass
-class Group:
+class ChangeGroup:
+    """The changes of one kind and one transition (before -> after), with where they happened."""
+
     kind: str
     before: str
     after: str
@@ -49,14 +51,14 @@ class Group:
 SHOWN_FIRST = ("tier", "teeth", "library", "verdict", "test", "count", "flaky")
 
 
-def group(changes: Sequence[Change]) -> list[Group]:
+def group(changes: Sequence[Change]) -> list[ChangeGroup]:
     """Groups by kind (SHOWN_FIRST, then the rest), then by size, largest first."""
-    found: dict[tuple[str, str, str], Group] = {}
+    found: dict[tuple[str, str, str], ChangeGroup] = {}
     for c in changes:
         before, after = show(c.before), show(c.after)
         key_test = c.test if c.kind in ("count", "library") else None  # there `test` names the counter or the key
         kind = f"{c.kind} {key_test}" if key_test else c.kind
-        g = found.setdefault((kind, before, after), Group(kind, before, after))
+        g = found.setdefault((kind, before, after), ChangeGroup(kind, before, after))
         g.changes.append(c)
         if c.cell not in g.cells:
             g.cells.append(c.cell)

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import earlyteeth, makespan, scheduler
 
 
-def run_batch(jobs: list[scheduler.Job], slots: Sequence[str], command: scheduler.Command, hooks: scheduler.Hooks,
+def run_batch(jobs: list[scheduler.Job], slots: Sequence[str], command: scheduler.ChildCommand, hooks: scheduler.Hooks,
               results_dir: Path, label: str) -> str | None:
     """Every job (scheduler.jobs_of) as a child, `len(slots)` at a time, each left with its exit and its timing;
     the signal that stopped the batch, or None. `label` begins the plan's log line."""

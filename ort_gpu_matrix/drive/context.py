@@ -21,8 +21,8 @@ from ..store.results import Result
 Say = Callable[[str], None]
 
 
-class Watch(Protocol):
-    """Who watches a sweep's mode runs in this process (progress.Watch): told as each starts and ends."""
+class ModeWatcher(Protocol):
+    """Who watches a sweep's mode runs in this process (progress.SweepProgress): told as each starts and ends."""
 
     def mode_started(self, session: str) -> None: ...
     def mode_ended(self, result: Result) -> None: ...
@@ -41,7 +41,7 @@ class CellRuns:
     log: Say = print
     echo: Say = print
     source: SourceTree | None = None  # the ORT release the tests come from, if any
-    watch: Watch | None = None
+    watch: ModeWatcher | None = None
 
     def mode_run(self, mode: str, venv: Venv) -> ModeRun:
         return ModeRun(self.cell, mode, self.resolved, venv, self.workspace)

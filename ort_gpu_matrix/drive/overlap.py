@@ -85,7 +85,7 @@ def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
     stopped = run_batch(jobs, [gpu] * room.slots,
-                        scheduler.Command(noxfile, ["--", *posargs] if posargs else [],
+                        scheduler.ChildCommand(noxfile, ["--", *posargs] if posargs else [],
                                           pytest_for=lambda job: room.pytest_args(own)),
                         scheduler.Hooks(say=log), results_dir, cell.name)
     written: list[Result] = []

@@ -85,7 +85,7 @@ class Job:
 
 
 class Events(Protocol):
-    """Who watches the runs (progress.Watch): told as each job starts and as it ends, in place of the lines here."""
+    """Who watches the runs (progress.SweepProgress): told as each job starts and as it ends, in place of the lines here."""
 
     def job_started(self, job: Job) -> None: ...
     def job_ended(self, job: Job) -> None: ...
@@ -153,7 +153,7 @@ def _label(job: Job, slots: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
-class Command:
+class ChildCommand:
     """What each job's child runs: `nox -f <noxfile> -s sweep -- --child --select <session>`, then `args_for(job)`,
     its own arguments as it starts (teeth's census), `args`, the sweep's for every child, and `pytest_for(job)`,
     pytest arguments of its own (an -n cut to its share, room.py)."""
@@ -193,7 +193,7 @@ class _Slots:
     slot_of: dict[Job, int] = field(default_factory=dict)
 
 
-def run(order: Sequence[Job], slots: Sequence[str], command: Command, hooks: Hooks | None = None,
+def run(order: Sequence[Job], slots: Sequence[str], command: ChildCommand, hooks: Hooks | None = None,
         poll_s: float = POLL_S) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
     as it is), each as `command`'s child, filling in their timings and exit codes; `hooks` hear of it.
@@ -240,7 +240,7 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt("SIGTERM")
 
 
-def _start(state: _Slots, job: Job, slot: int, command: Command, hooks: Hooks) -> None:
+def _start(state: _Slots, job: Job, slot: int, command: ChildCommand, hooks: Hooks) -> None:
     """Start the job's child on the slot. Signals are held from its start until it is counted in `running`."""
     own = list(command.args_for(job))
     state.waiting.remove(job)

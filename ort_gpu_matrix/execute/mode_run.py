@@ -54,7 +54,7 @@ class EarlyAbandoned(Exception):
 
 
 @dataclass(frozen=True)
-class Progress:
+class ProbeProgress:
     """What the probe's progress file says: items collected, tests started and not yet ended."""
 
     collected: int | None = None
@@ -73,7 +73,7 @@ class RunOutcome:
     report_sha256: str | None  # of the file as the engine read it
     report_problem: str | None
     digest: str | None  # what the probe sent through the pipe
-    progress: Progress
+    progress: ProbeProgress
     env: dict[str, str]
     started: float
     duration_s: float
@@ -103,11 +103,11 @@ def _pump(stream: object, sink: object, echo: Callable[[str], None]) -> None:
         echo(line.rstrip("\n"))
 
 
-def _read_progress(path: Path) -> Progress:
+def _read_progress(path: Path) -> ProbeProgress:
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
-        return Progress()
+        return ProbeProgress()
     collected = None
     started: list[str] = []
     ended: set[str] = set()
@@ -119,7 +119,7 @@ def _read_progress(path: Path) -> Progress:
             started.append(value)
         elif event == "end":
             ended.add(value)
-    return Progress(collected, tuple(started), tuple(n for n in dict.fromkeys(started) if n not in ended))
+    return ProbeProgress(collected, tuple(started), tuple(n for n in dict.fromkeys(started) if n not in ended))
 
 
 def _read_digest(fd: int) -> str | None:
@@ -144,7 +144,7 @@ def not_started(workdir: Path, why: str) -> RunOutcome:
     log = workdir / "pytest.log"
     log.write_text(f"ort-gpu-matrix: not run: {why}\n")
     return RunOutcome(None, workdir, log, workdir / "junit.xml", workdir / "report.json", None, None, None, None,
-                      Progress(), {}, time.time(), 0.0)
+                      ProbeProgress(), {}, time.time(), 0.0)
 
 
 def narrowed(files: Sequence[str], root: str, keep: Sequence[str]) -> list[str]:

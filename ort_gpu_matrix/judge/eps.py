@@ -23,12 +23,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any
 
-from ort_matrix_probe.schema import EpUse, parent_of
+from ort_matrix_probe.schema import parent_of
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
-from . import flaky
 from .counts import TestResult
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
@@ -50,7 +49,7 @@ def short_eps(runs: Mapping[str, int]) -> tuple[str, ...]:
     return tuple(ep.removesuffix("ExecutionProvider") for ep in served)
 
 
-def test_eps(t: Seen) -> tuple[str, ...] | None:
+def test_eps(t: TestResult) -> tuple[str, ...] | None:
     """A test's short EPs from its census entries, or None when it asked for no CUDA session."""
     if not t.ep:
         return None
@@ -112,20 +111,16 @@ class EpCensus:
 
 
 @dataclass
-class Judged:
+class EpFindings:
+    """What the EP rules found in one mode run: reasons (unallowed fallbacks, broken cuda_runs rules), warnings
+    (hollow passes), and the stale rules."""
+
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     stale: list[tuple[str, Any, str, list[str]]] = field(default_factory=list)  # key, rule, what, tests
 
 
-class Seen(flaky.Seen, Protocol):
-    """What the rules read of a test: node id, outcome and its census entries (counts.TestResult is one)."""
-
-    @property
-    def ep(self) -> tuple[EpUse, ...]: ...
-
-
-def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
+def census(tests: Iterable[TestResult], taken: bool) -> EpCensus:
     """The census of a run's tests, before any rule: fallbacks not yet allowed, hollow passes found."""
     per_test: dict[str, EpTest] = {}
     fallbacks: list[Fallback] = []
@@ -151,7 +146,7 @@ def census(tests: Iterable[Seen], taken: bool) -> EpCensus:
     return EpCensus(taken, per_test, fallbacks, sorted(hollow))
 
 
-def _named_by_subtests(tests: Sequence[Seen]) -> dict[str, dict[int, int]]:
+def _named_by_subtests(tests: Sequence[TestResult]) -> dict[str, dict[int, int]]:
     """Per test, the sessions whose fallback one of its subtests met, with the runs its subtests made of each: a
     test's census holds its subtests', so such a fallback is listed once, under the subtest it happened in, unless
     the test also ran that session outside its subtests (then it is listed under the test too)."""
@@ -182,17 +177,17 @@ def _made(entry: EpTest) -> str:
     return made + (f"; its CUDA session failed: {entry.errors[0]}" if entry.errors else "")
 
 
-def unallowed_fallback(expect: DispatchExpect, t: Seen) -> bool:
+def unallowed_fallback(expect: DispatchExpect, t: TestResult) -> bool:
     """Whether a test met a fallback that no allowed_fallbacks rule accepts (what confirmation reruns)."""
     return any(use.get("fallback") and _allowed(expect.allowed_fallbacks, t.nodeid, use.get("reason", "")) is None
                for use in t.ep)
 
 
-def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[EpCensus, Judged]:
+def judge(expect: DispatchExpect, tests: Sequence[TestResult], taken: bool) -> tuple[EpCensus, EpFindings]:
     """The census with every rule applied: reasons for fallbacks no rule allows and broken cuda_runs rules,
     a warning for hollow passes, and the stale rules."""
     raw = census(tests, taken)
-    out = Judged()
+    out = EpFindings()
     fallbacks = [dataclasses.replace(f, allowed_by=_allowed(expect.allowed_fallbacks, f.nodeid, f.reason))
                  for f in raw.fallbacks]
     result = EpCensus(taken, raw.tests, fallbacks, raw.hollow)
@@ -210,7 +205,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
                 "no test it matches fell back" if ran else GONE)
         out.stale.append(("allowed_fallbacks", rule, what, near or ran))
     for runs_rule in expect.cuda_runs:
-        out.reasons += _cuda_runs(runs_rule, as_judged(cast(Sequence[TestResult], tests)), result, out)
+        out.reasons += _cuda_runs(runs_rule, as_judged(tests), result, out)
     if result.hollow:
         lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
         out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "
@@ -218,7 +213,7 @@ def judge(expect: DispatchExpect, tests: Sequence[Seen], taken: bool) -> tuple[E
     return result, out
 
 
-def _cuda_runs(rule: CudaRunsRule, tests: Sequence[Seen], census_: EpCensus, out: Judged) -> list[str]:
+def _cuda_runs(rule: CudaRunsRule, tests: Sequence[TestResult], census_: EpCensus, out: EpFindings) -> list[str]:
     judged = [t for t in tests if t.outcome in JUDGED and rule_covers(rule, t.nodeid)]
     if not judged:
         others = [f"{t.nodeid} ({t.outcome})" for t in tests if rule_covers(rule, t.nodeid)]

@@ -10,9 +10,9 @@ compares the way the sweep did without reading the matrix.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
 
 from ..config.model import FlakyRule
+from .counts import TestResult
 from .covers import rule_covers
 
 FlakySet = Mapping[str, Sequence[str]]  # {"outcomes": [...], "tiers": [...]}
@@ -31,18 +31,7 @@ def as_set(rule: FlakyRule) -> dict[str, list[str]]:
     return {"outcomes": sorted(set(rule.outcomes)), "tiers": sorted(set(rule.tiers))}
 
 
-class Seen(Protocol):
-    """What a run did, for these rules: a test's node id, outcome and tiers (counts.TestResult is one)."""
-
-    @property
-    def nodeid(self) -> str: ...
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def sdpa(self) -> tuple[str, ...]: ...
-
-
-def judged(rules: Sequence[FlakyRule], tests: Iterable[Seen]) -> tuple[set[str], list[str], dict[str, dict[str, list[str]]]]:
+def judged(rules: Sequence[FlakyRule], tests: Iterable[TestResult]) -> tuple[set[str], list[str], dict[str, dict[str, list[str]]]]:
     """(the node ids a rule accepts as they are, one line per test outside its rule's set, every matched test's set).
 
     A matched test outside its set is judged by nothing else: the rule says what it may do."""

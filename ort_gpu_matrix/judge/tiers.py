@@ -28,8 +28,8 @@ from ort_matrix_probe.schema import parent_of
 from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
+from .counts import TestResult
 from .covers import rule_covers
-from .flaky import Seen as Ran  # what a rule reads of a test: node id, outcome, tiers
 from .outcomes import GONE, JUDGED, listing
 
 # unittest `parameterized.expand` names its cases <function>_<index>[_<params>] (test_gqa_past_flash_0_b2_s1)
@@ -86,20 +86,22 @@ class Stale:
 
 
 @dataclass
-class Judged:
+class TierFindings:
+    """What the tier rules found in one mode run: a reason per broken rule, the breaks, the stale rules."""
+
     reasons: list[str] = field(default_factory=list)
     breaks: list[Break] = field(default_factory=list)
     stale: list[Stale] = field(default_factory=list)
 
 
-def breaks_of(rule: TierRule, tests: Sequence[Ran]) -> list[Break]:
+def breaks_of(rule: TierRule, tests: Sequence[TestResult]) -> list[Break]:
     return [Break(rule, t.nodeid, tuple(t.sdpa)) for t in tests if t.outcome in JUDGED
             and rule_covers(rule, t.nodeid) and (not t.sdpa or any(x not in rule.only for x in t.sdpa))]
 
 
-def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
+def judge(rules: Sequence[TierRule], tests: Sequence[TestResult]) -> TierFindings:
     """Every rule against every test that passed: one reason per broken rule, naming its tests."""
-    out = Judged()
+    out = TierFindings()
     for rule in rules:
         broken = breaks_of(rule, tests)
         if broken:
@@ -113,7 +115,7 @@ def judge(rules: Sequence[TierRule], tests: Sequence[Ran]) -> Judged:
     return out
 
 
-def teeth_warning(tests: Sequence[Ran]) -> str | None:
+def teeth_warning(tests: Sequence[TestResult]) -> str | None:
     """Teeth forces MATH into every CUDA session, so a tier other than MATH there means the forcing did
     not reach that test's session: what teeth says about it proves nothing. Tier rules are not applied."""
     leaks = [f"{t.nodeid} dispatched {dispatched(t.sdpa)}" for t in tests if any(x != MATH for x in t.sdpa)]

@@ -70,7 +70,7 @@ def next_step(spans: Spans) -> tuple[int, list[str]] | None:
 
 
 @dataclass(frozen=True)
-class Group:
+class BisectGroup:
     """Tests that changed between the same two builds: `last_good` and `first_bad` are indices, and `untested` the
     builds between them that could not be tested (the change is at one of them or at first_bad)."""
 
@@ -94,7 +94,7 @@ def replayed(n: int, tests: Sequence[str], steps: Sequence[StepRun]) -> Spans:
     return spans
 
 
-def groups(spans: Spans) -> tuple[list[Group], dict[str, str]]:
+def groups(spans: Spans) -> tuple[list[BisectGroup], dict[str, str]]:
     """The closed spans, one group per span; and the tests that left halving, with why."""
     by_span: dict[tuple[int, int, tuple[int, ...]], list[str]] = {}
     for test, (lo, hi) in sorted(spans.spans.items()):
@@ -102,7 +102,7 @@ def groups(spans: Spans) -> tuple[list[Group], dict[str, str]]:
             continue
         untested = tuple(i for i in range(lo + 1, hi) if i in spans.skipped[test])
         by_span.setdefault((lo, hi, untested), []).append(test)
-    out = [Group(tuple(tests), lo, hi, untested) for (lo, hi, untested), tests in by_span.items()]
+    out = [BisectGroup(tuple(tests), lo, hi, untested) for (lo, hi, untested), tests in by_span.items()]
     return sorted(out, key=lambda g: (g.first_bad, g.last_good, g.tests)), dict(spans.contradicted)
 
 

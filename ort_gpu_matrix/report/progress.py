@@ -2,7 +2,7 @@
 
 An observer of the runs' start and end events, whoever schedules them: the scheduler's child
 processes (`job_started`/`job_ended`, scheduler.Events) or the in-process harness of a serial sweep
-(`mode_started`/`mode_ended`, drive/context.py's Watch). It owns no scheduling, so a scheduler that orders or
+(`mode_started`/`mode_ended`, drive/context.py's ModeWatcher). It owns no scheduling, so a scheduler that orders or
 overlaps runs differently still feeds it the same two events.
 
 The time left is estimated from each run's last duration (history.last_duration, the same figure
@@ -60,7 +60,7 @@ def tail(path: Path | None, n: int = TAIL) -> list[str]:
     return [term(ln.rstrip("\r")) for ln in text.split("\n") if ln.strip()][-n:]
 
 
-class Watch:
+class SweepProgress:
     """The sweep's runs as the person watching sees them. Feed it events; `close` ends the live line."""
 
     def __init__(self, jobs: Sequence[Job], slots: Sequence[str], display: Display, results_dir: Path,

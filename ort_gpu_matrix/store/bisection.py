@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plan.bisection import VERDICTS, Group, StepRun, groups, replayed
+from ..plan.bisection import VERDICTS, BisectGroup, StepRun, groups, replayed
 from ..plan.builds import Build
 from ..util.fs import write_json
 
@@ -35,7 +35,7 @@ class Bisection:
     followed: dict[str, str]
     builds: list[Build]
     steps: list[StepRun] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)
+    groups: list[BisectGroup] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)  # tests halving could not place, with why
     problem: str | None = None  # why it could not start or go on (an end that is not what it must be)
     interrupted: bool = False

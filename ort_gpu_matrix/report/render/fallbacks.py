@@ -17,7 +17,9 @@ SHOWN = 8  # tests listed under each reason before "and N more" (every one is in
 
 
 @dataclass(frozen=True)
-class Group:
+class FallbackGroup:
+    """The tests that fell back one way for one reason of ORT's: one line of cause in the Fallbacks section."""
+
     kind: str  # how it fell back (judge/eps.py, KIND_TEXT)
     reason: str  # ORT's words, clipped
     tests: list[str]  # "session test: asked -> served", sorted, clipped
@@ -30,7 +32,7 @@ class Group:
         return f"{len(self.tests)} ({KIND_TEXT.get(self.kind, self.kind)}{note}): {self.reason}"
 
 
-def groups(report: Report) -> list[Group]:
+def groups(report: Report) -> list[FallbackGroup]:
     """One group per (kind, ORT's reason), the largest first."""
     found: dict[tuple[str, str], list[tuple[str, bool]]] = {}
     for r in sorted(report.results, key=lambda r: r.session):
@@ -38,7 +40,7 @@ def groups(report: Report) -> list[Group]:
             line = (f"{r.session} {f.nodeid}: {', '.join(f.asked)} -> {', '.join(f.served) or 'nothing'}"
                     + (f" (allowed by {f.allowed_by!r})" if f.allowed_by is not None else ""))
             found.setdefault((f.kind, clip(f.reason or "no reason given")), []).append((clip(line), f.allowed_by is None))
-    out = [Group(kind, reason, sorted(t for t, _ in items), sum(1 for _, bad in items if bad))
+    out = [FallbackGroup(kind, reason, sorted(t for t, _ in items), sum(1 for _, bad in items if bad))
            for (kind, reason), items in found.items()]
     return sorted(out, key=lambda g: (-g.unallowed, -len(g.tests), g.kind, g.reason))
 
@@ -47,5 +49,5 @@ def total(report: Report) -> int:
     return sum(len(r.ep.fallbacks) for r in report.results)
 
 
-def more(g: Group) -> str | None:
+def more(g: FallbackGroup) -> str | None:
     return f"and {len(g.tests) - SHOWN} more (every one is in the result files)" if len(g.tests) > SHOWN else None

@@ -16,7 +16,7 @@ from .color import verdict as coloured
 
 
 class Source(Protocol):
-    """What the live line shows: progress.Watch."""
+    """What the live line shows: progress.SweepProgress."""
 
     @property
     def total(self) -> int: ...

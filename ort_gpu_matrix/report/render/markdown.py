@@ -8,7 +8,7 @@ sweep.json keeps every row.
 from __future__ import annotations
 
 from ...compare.changes import Change
-from ...compare.grouping import Group, group, shorten
+from ...compare.grouping import ChangeGroup, group, shorten
 from ...store.results import Result
 from ...util.escape import md as esc
 from ..model import Report
@@ -33,7 +33,7 @@ GROUPS = 40  # groups shown per section before "and N more groups"
 ROWS = 50  # failing modes, libs differences and the like
 
 
-def _group(g: Group, new: str | None = None) -> list[str]:
+def _group(g: ChangeGroup, new: str | None = None) -> list[str]:
     out = [f"- **{esc(g.headline())}**", f"  - cells: {esc(', '.join(g.cells))}"]
     if new:
         out.append(f"  - {esc(new)}")

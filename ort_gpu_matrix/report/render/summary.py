@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...compare.changes import Change
-from ...compare.grouping import Group
+from ...compare.grouping import ChangeGroup
 from ...config.kernels import short_tier
 from ...host.ortsource import skew
 from ...judge.outcomes import FAILING
@@ -56,7 +56,7 @@ def legend(report: Report) -> list[str]:
     return lines
 
 
-def what_is_new(report: Report, g: Group) -> str | None:
+def what_is_new(report: Report, g: ChangeGroup) -> str | None:
     """For a regression group without tests of its own (a verdict, a count): which tests of its runs are new
     since the baseline, and how many failing ones are not new (already failing, still expected)."""
     if g.tests or not g.places:
