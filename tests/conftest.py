@@ -1,18 +1,16 @@
-"""Shared fixtures: one venv per test session, real nox runs against small matrices."""
+"""Fixtures and hooks only: one venv per test session, real nox runs against small matrices. What tests import
+lives in helpers.py (tests/test_helpers.py keeps it so)."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
+from helpers import FAKE_CUDART, FAKE_CUDNN, ONNX, ORT_CPU, Harness, build_so, once_per_run, run_dir
 
 # A shell without job control starts a background command (`pytest ... &`, a CI step's `&`) with SIGINT
 # ignored, and an ignored signal stays ignored across exec: every nox the tests start would then shrug off the
@@ -30,85 +28,6 @@ sys.dont_write_bytecode = False
 pytest_plugins = ["pytester"]
 collect_ignore = ["fixtures"]  # suites the harness runs, never collected here
 
-REPO = Path(__file__).resolve().parent.parent
-SUITES = REPO / "tests" / "fixtures" / "suites"
-CHECKOUT_ROOT = REPO / "tests" / "fixtures" / "ort_checkout"
-PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
-CELL = f"t-{PY}-x"
-VENV = f"t-{PY}-cpu-none"  # venvs are named for what they install
-ORT_CPU = "onnxruntime==1.32.0"
-
-MATRIX = """\
-[matrix]
-prefix = "t"
-pythons = ["{py}"]
-backend = "uv|virtualenv"
-suite = "s"
-modes = {modes}
-{matrix_extra}
-
-[ort.cpu]
-requirement = "{ort}"
-with = ["onnx==1.20.1"]
-
-[torch.none]
-skip = true
-
-[libs.x]
-{libs}
-
-[suite.s]
-root = "{root}"
-files = {files}
-pythonpath = {pythonpath}
-{suite_extra}
-"""
-
-
-@dataclass
-class NoxRun:
-    proc: subprocess.CompletedProcess
-    results_dir: Path
-
-    @property
-    def output(self) -> str:
-        return self.proc.stdout
-
-    def result(self, mode: str) -> dict:
-        return json.loads((self.results_dir / f"{CELL}-{mode}.json").read_text())
-
-
-def nox(*args: str, matrix: Path, results: Path, venvs: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real nox, in a subprocess, against the repo's own noxfile."""
-    full = {**os.environ, "MATRIX_TOML": str(matrix), "MATRIX_RESULTS": str(results), "MATRIX_VENVS": str(venvs),
-            **(env or {})}
-    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args], env=full,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-
-
-class Harness:
-    def __init__(self, tmp_path: Path, venvs: Path):
-        self.tmp = tmp_path
-        self.venvs = venvs
-        self.matrix = tmp_path / "matrix.toml"
-        self.results = tmp_path / "results"
-
-    def write(self, files: list[str], root: Path = SUITES / "verdicts", modes=("normal",), expect: str = "",
-              libs: str = "none = true", suite_extra: str = "", matrix_extra: str = "",
-              pythonpath=("..",), ort: str = ORT_CPU) -> Path:
-        self.matrix.write_text(MATRIX.format(
-            py=PY, modes=json.dumps(list(modes)), matrix_extra=matrix_extra, libs=libs, root=root,
-            files=json.dumps(files), pythonpath=json.dumps(list(pythonpath)), suite_extra=suite_extra + "\n" + expect,
-            ort=ort))
-        return self.matrix
-
-    def nox(self, *args: str, env: dict | None = None) -> NoxRun:
-        return NoxRun(nox(*args, matrix=self.matrix, results=self.results, venvs=self.venvs, env=env), self.results)
-
-    def run(self, files: list[str], session: str = CELL, env: dict | None = None, **kw) -> NoxRun:
-        self.write(files, **kw)
-        return self.nox("-s", session, env=env)
-
 
 @pytest.fixture(autouse=True)
 def _mutmut_stats_stay_in_process(monkeypatch):
@@ -118,34 +37,6 @@ def _mutmut_stats_stay_in_process(monkeypatch):
     a mutant reaches the probe a subprocess loads (docs/mutations.md)."""
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
         monkeypatch.delenv("MUTANT_UNDER_TEST")
-
-
-def run_dir(tmp_path_factory, name: str) -> Path:
-    """A dir shared by every xdist worker of this test run (each worker's basetemp is one level below the run's),
-    or this session's own when there are no workers. Never a fixed path: the run's basetemp is pytest's 0700 one."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        d = tmp_path_factory.getbasetemp().parent / name
-        d.mkdir(mode=0o700, exist_ok=True)
-        return d
-    return tmp_path_factory.mktemp(name, numbered=False)
-
-
-def once_per_run(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
-    """A dir that build(dir) fills once for the whole test run, then shared by every xdist worker: wheels, a built
-    tool, a baseline sweep. Under a lock, so the second worker waits for the first and reuses its work; a build
-    that raised leaves no mark, so the next fixture to ask builds it again (and fails the same way). What is built
-    here must stay as built: a test that changes it works on its own copy."""
-    base = tmp_path_factory.getbasetemp()
-    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # without workers: this session's own
-    d, done = run / name, run / f"{name}.built"
-    with FileLock(run / f"{name}.lock"):
-        if not done.exists():
-            if d.exists():
-                shutil.rmtree(d)  # a build that raised half-way
-            d.mkdir(mode=0o700)
-            build(d)
-            done.touch()
-    return d
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +53,7 @@ def wheelhouse(tmp_path_factory) -> Path:
     """Every wheel the test venv needs, fetched once per run, so installs can run with --no-index."""
     return once_per_run(tmp_path_factory, "wheelhouse", lambda d: subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(d),
-         ORT_CPU, "onnx==1.20.1", "pytest>=8", "pytest-xdist"], check=True))
+         ORT_CPU, ONNX, "pytest>=8", "pytest-xdist"], check=True))
 
 
 def _fingerprints(venvs: Path) -> dict[str, dict]:
@@ -214,21 +105,6 @@ def _the_shared_venvs_keep_their_fingerprints(request):
 @pytest.fixture
 def harness(tmp_path: Path, venvs: Path) -> Harness:
     return Harness(tmp_path, venvs)
-
-
-FAKE_CUDNN = "unsigned long cudnnGetVersion(void) { return %d; }\n"
-FAKE_CUDART = "int cudaRuntimeGetVersion(int *v) { *v = %d; return 0; }\n"
-
-
-def build_so(out: Path, soname: str, source: str) -> Path:
-    """A real shared library with the given SONAME, built by the system compiler."""
-    if shutil.which("cc") is None:
-        pytest.fail("a C compiler (cc) is needed to build the shared libraries these tests load")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".c")
-    src.write_text(source)
-    subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)], check=True)
-    return out
 
 
 @pytest.fixture(scope="session")

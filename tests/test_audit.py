@@ -1,5 +1,5 @@
 """The library audit: what a by-name load resolves to inside the test process, with real .so files."""
-from conftest import CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so
+from helpers import CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so
 
 GUARDS = SUITES / "guards"
 

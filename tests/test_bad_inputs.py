@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PY, REPO, SUITES
-from noxout import ends_line
+from helpers import PY, REPO, SUITES, ends_line
 
 ROOT = str(SUITES / "verdicts")
 BASE = f'''[matrix]

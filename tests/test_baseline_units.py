@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from unitkit import result
+from helpers import result
 
 from ort_gpu_matrix.judge.counts import Counts, Dispatch
 from ort_gpu_matrix.judge.libraries import Libraries

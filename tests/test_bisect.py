@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import CELL, REPO, SUITES, once_per_run
+from helpers import CELL, REPO, SUITES, once_per_run
 from test_index import _write_wheel
 
 from ort_gpu_matrix.report.render import bisect as render

@@ -16,8 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so
-from matrixtext import matrix_head, suite_head
+from helpers import FAKE_CUDNN, PY, REPO, SUITES, build_so, matrix_head, suite_head
 
 from ort_gpu_matrix.config.expectfile import ModeTable, Skip, literal_regex, render, string
 from ort_gpu_matrix.config.model import Observation, Rule

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import result
 from test_bad_inputs import BASE, PY, ROOT
-from unitkit import result
 
 from ort_gpu_matrix.app import calibrate as appcal
 from ort_gpu_matrix.calibrate import gather

@@ -4,7 +4,7 @@ ORT's CUDA 12 build 1.26.0 runs no cuDNN attention: its fast tier is FLASH_ATTEN
 requires what DISPATCH_CANARY_TIER names. Real nox runs of a fixture suite whose CPU session prints a tier chosen by
 its env (tests/fixtures/suites/canary_tier).
 """
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 
 SUITE = SUITES / "canary_tier"
 MODES = ("normal", "require_cudnn", "teeth")

@@ -1,6 +1,6 @@
 """Kernel census, teeth coverage and dispatch rules, on CPU through fake_sdpa's native prints."""
 import pytest
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 
 CANARY = SUITES / "canary"
 CUDNN = "CUDNN_FLASH_ATTENTION"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import PY, REPO
+from helpers import PY, REPO
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.util.errors import MatrixError

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY, once_per_run
+from helpers import PY, once_per_run
 from test_driver import fake_smi
 from test_layout import package_sources
 

@@ -1,6 +1,6 @@
 """The config model and loader, without nox: each mode reads only the keys it uses."""
 import pytest
-from conftest import SUITES
+from helpers import SUITES
 
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PY, REPO, SUITES
+from helpers import PY, REPO, SUITES
 from test_scheduler import MATRIX
 
 

@@ -7,7 +7,7 @@ each with its major and file, and a library of the other major is a warning, or 
 import os
 
 import pytest
-from conftest import CELL, FAKE_CUDART, SUITES, build_so, once_per_run
+from helpers import CELL, FAKE_CUDART, SUITES, build_so, once_per_run
 from test_preload_dlls import CUDA_ORT, house  # noqa: F401 - the offline wheels with the +cu13 ORT
 
 FAKE_CUBLAS = "int cublasGetProperty(int type, int *value) { *value = %d; return 0; }\n"

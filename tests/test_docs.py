@@ -3,7 +3,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from ort_gpu_matrix.config import reference
 

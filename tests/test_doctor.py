@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CELL, FAKE_CUDART, FAKE_CUDNN, PY, REPO, SUITES, build_so
+from helpers import CELL, FAKE_CUDART, FAKE_CUDNN, PY, REPO, SUITES, build_so
 
 
 @pytest.fixture(scope="module")

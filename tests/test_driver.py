@@ -5,7 +5,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES, build_so, nox
+from helpers import PY, REPO, SUITES, build_so, nox
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.host import driver

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 
 ROOT = SUITES / "ep"
 NODE = "test_fallbacks.py::"

@@ -7,7 +7,7 @@ import sys
 import tarfile
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 EVIDENCE = REPO / "docs" / "evidence"
 

@@ -11,7 +11,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 
 EXPECT = """
 [suite.s.expect.normal]
@@ -59,7 +59,7 @@ class Cells(HTMLParser):
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory, venvs):
-    from conftest import Harness
+    from helpers import Harness
     h = Harness(tmp_path_factory.mktemp("expected"), venvs)
     h.write(["test_many.py"], root=SUITES / "expected", expect=EXPECT)
     base = h.nox("-s", "sweep", "--", "--save-baseline", "b")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import CELL, CHECKOUT_ROOT, PY, REPO, SUITES, VENV, Harness
+from helpers import CELL, CHECKOUT_ROOT, PY, REPO, SUITES, VENV, Harness
 
 FAULTS_DIR = SUITES / "faults"
 TEETH = "[suite.s.expect.teeth]\nmin_failures = 1\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from conftest import SUITES
+from helpers import SUITES
 from onnx import TensorProto, helper
 
 

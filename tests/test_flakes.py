@@ -16,8 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES, once_per_run
-from matrixtext import matrix_head, suite_head
+from helpers import PY, REPO, SUITES, matrix_head, once_per_run, suite_head
 
 CELL = f"f-{PY}-x"
 SESSION = f"{CELL}-normal"

@@ -2,8 +2,8 @@
 import os
 import stat
 
-from conftest import CELL, SUITES
-from conftest import CHECKOUT_ROOT as CHECKOUT
+from helpers import CELL, SUITES
+from helpers import CHECKOUT_ROOT as CHECKOUT
 
 
 def test_checkout_source_dir_does_not_shadow_the_wheel(harness):

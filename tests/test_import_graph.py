@@ -8,7 +8,7 @@ turns it into an ImportError.
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from helpers import REPO
 
 PACKAGES = ("ort_gpu_matrix", "ort_matrix_probe", "sessions")
 

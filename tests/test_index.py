@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import CELL, ORT_CPU, PY
+from helpers import CELL, ORT_CPU, PY
 
 INDEX_VERSION = "+idx"
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CELL, PY
+from helpers import CELL, PY
 
 MICRO = f"{PY}.{sys.version_info.micro}"
 

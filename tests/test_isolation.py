@@ -7,7 +7,7 @@ import json
 
 import onnxruntime  # noqa: F401  imported once, here: pytester drops modules a test imports
 import pytest
-from conftest import REPO, SUITES
+from helpers import REPO, SUITES
 
 PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
 

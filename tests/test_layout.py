@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, once_per_run
+from helpers import REPO, once_per_run
 
 ENGINE = REPO / "ort_gpu_matrix"
 PROBE = REPO / "ort_matrix_probe"

@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import CELL, FAKE_CUDNN, PY, SUITES, build_so, once_per_run
+from helpers import CELL, FAKE_CUDNN, PY, SUITES, build_so, once_per_run
 from test_index import _write_wheel, tiny_torch
 
 

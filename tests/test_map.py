@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 CODE = ("ort_gpu_matrix", "ort_matrix_probe", "sessions", "bench", "mutations", "tests")
 PACKAGES = ("ort_gpu_matrix", "ort_matrix_probe", "sessions")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CELL, PY, REPO, SUITES
+from helpers import CELL, PY, REPO, SUITES
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.plan.cells import cells_of

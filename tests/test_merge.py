@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CELL, PY, REPO, SUITES, Harness
+from helpers import CELL, PY, REPO, SUITES, Harness
 
 NOX = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py")]
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from conftest import CELL, PY, REPO, SUITES
+from helpers import CELL, PY, REPO, SUITES
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.drive.census import prior_of as _prior

@@ -1,7 +1,7 @@
 """The helper that reads nox's session lines accepts nox's own ending and nothing else."""
 
 import pytest
-from noxout import ends_line
+from helpers import ends_line
 
 MESSAGE = "m.toml: suite.s.expect_file: expect/s.toml does not exist\n    fix: remove expect_file"
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO
+from helpers import PY, REPO
 from test_scheduler import records, sweep, write_modes_matrix
 
 CELL = f"gpu-{PY}-x"
@@ -383,7 +383,7 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
     refuses as it would after require_cudnn, harness.teeth_selection); the child bounds its wait."""
     import stat
 
-    from unitkit import result
+    from helpers import result
 
     from ort_gpu_matrix.drive.handoff import Handoff, HandoffError, wait_ref
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from conftest import REPO
+from helpers import REPO
 
 ENGINE = REPO / "ort_gpu_matrix"
 OWNER = "ort_gpu_matrix/judge/outcomes.py"

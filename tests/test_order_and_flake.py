@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES
-from matrixtext import matrix_head
+from helpers import PY, REPO, SUITES, matrix_head
 
 CELL = f"o-{PY}-x"
 VICTIM = "pollution/test_victim.py::test_attention"

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 
 from ort_gpu_matrix.compare.changes import compare
 from ort_gpu_matrix.report.model import build

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import CELL, CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so, once_per_run
+from helpers import CELL, CHECKOUT_ROOT, FAKE_CUDNN, SUITES, build_so, once_per_run
 from test_index import INDEX_VERSION, _write_wheel, reversioned
 from test_libsets import cudnn_wheel
 

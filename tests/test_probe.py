@@ -3,7 +3,7 @@ import json
 
 import onnxruntime  # imported once, here: pytester drops modules a test imports, and numpy cannot load twice
 import pytest
-from conftest import REPO, build_so
+from helpers import REPO, build_so
 
 PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
 

@@ -5,7 +5,7 @@ import json
 
 import onnxruntime  # noqa: F401  (imported once, here: pytester drops modules a test imports)
 import pytest
-from conftest import REPO
+from helpers import REPO
 from test_probe import TINYORT
 
 PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")

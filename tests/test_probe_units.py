@@ -7,7 +7,7 @@ import ctypes
 import os
 
 import pytest
-from conftest import FAKE_CUDART, FAKE_CUDNN, build_so
+from helpers import FAKE_CUDART, FAKE_CUDNN, build_so
 
 from ort_matrix_probe import audit as au
 from ort_matrix_probe.fdtap import FdTap, tiers_in

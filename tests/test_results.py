@@ -2,7 +2,7 @@
 import json
 
 import pytest
-from conftest import CELL, PY, SUITES, Harness
+from helpers import CELL, PY, SUITES, Harness
 
 from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.store.results import SCHEMA_VERSION, Result, ResultError, load

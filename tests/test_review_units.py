@@ -28,7 +28,7 @@ def test_a_rerun_that_clears_one_change_but_shows_another_does_not_stand_for_the
     """Baseline: passed on FLASH. The first run: passed on EFFICIENT (a tier regression). The one rerun: failed
     on FLASH. The tier change did not reproduce, so it is unconfirmed; the failure was seen once, in a rerun,
     and never rerun: it must not become the test's outcome, a regression or a failing verdict."""
-    from conftest import SUITES
+    from helpers import SUITES
 
     test = "test_schedule.py::test_scheduled"
     harness.write(["test_schedule.py"], root=SUITES / "tiers", pythonpath=[".", ".."],
@@ -78,7 +78,7 @@ def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_again
     """Swept against baseline a (FLASH), the first run's MATH did not reproduce (the rerun gave FLASH): unconfirmed,
     so the gate holds. The same results reported against baseline b (EFFICIENT) show a tier change that no
     rerun was judged against: it is a regression there, not dropped by a's record."""
-    from conftest import SUITES
+    from helpers import SUITES
 
     test = "test_schedule.py::test_scheduled"
     harness.write(["test_schedule.py"], root=SUITES / "tiers", pythonpath=[".", ".."],
@@ -107,7 +107,7 @@ def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwh
     import dataclasses
     import json
 
-    from conftest import CELL
+    from helpers import CELL
 
     from ort_gpu_matrix.store import results as store
 

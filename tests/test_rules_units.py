@@ -4,7 +4,7 @@ confirmation found (store/confirmation.py, compare/unreproduced.py). Issue 26: m
 modules' functions."""
 from __future__ import annotations
 
-from unitkit import result
+from helpers import result
 
 from ort_gpu_matrix.compare.changes import Change, Comparison, LibsDiff
 from ort_gpu_matrix.compare.unreproduced import Unconfirmed, filter_comparison, filter_libs, listed, records

@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES
-from matrixtext import matrix_head
-from noxout import ends_line
+from helpers import PY, REPO, SUITES, ends_line, matrix_head
 
 MATRIX = matrix_head(suite="slots", modes=["normal"], libs=["a", "b", "c", "d"]) + """[pairing]
 include = [
@@ -552,7 +550,7 @@ def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path
 
 def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
     """rv25: the reason may quote a run id read from a stored file; it reaches the terminal escaped."""
-    from unitkit import result
+    from helpers import result
 
     from ort_gpu_matrix.drive import earlyteeth
     from ort_gpu_matrix.drive.handoff import Handoff

@@ -5,7 +5,7 @@ import tomllib
 
 import jsonschema
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.schema import schema

@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import CELL
+from helpers import CELL
 
 from ort_gpu_matrix.host import ortsource
 from ort_gpu_matrix.report.render.summary import skew_text

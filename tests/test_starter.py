@@ -2,7 +2,7 @@
 import dataclasses
 
 import pytest
-from conftest import FAKE_CUDART, FAKE_CUDNN, PY, REPO, build_so
+from helpers import FAKE_CUDART, FAKE_CUDNN, PY, REPO, build_so
 
 from ort_gpu_matrix.app.starter import InitError, Survey, render, system_sets, write
 from ort_gpu_matrix.config.loader import load_matrix

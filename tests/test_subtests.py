@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PY, REPO, SUITES, run_dir
-from matrixtext import matrix_head, suite_head
+from helpers import PY, REPO, SUITES, matrix_head, run_dir, suite_head
 from test_bisect import series  # noqa: F401  (the fixture series of re-versioned CPU wheels)
 
 CELL = f"t-{PY}-x"

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_CUDNN, PY, REPO, SUITES, build_so, once_per_run
-from matrixtext import matrix_head, suite_head
+from helpers import FAKE_CUDNN, PY, REPO, SUITES, build_so, matrix_head, once_per_run, suite_head
 
 MATRIX = matrix_head(prefix="s", suite="sw", libs=["none"]) + """[libs.c914]
 cudnn = "{c914}"

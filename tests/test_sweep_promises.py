@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FAKE_CUDNN, REPO, build_so
+from helpers import FAKE_CUDNN, REPO, build_so
 
 from ort_gpu_matrix.compare.changes import Scope, compare
 from ort_gpu_matrix.compare.grouping import group, shorten

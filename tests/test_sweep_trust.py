@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PY, REPO, SUITES, once_per_run
-from matrixtext import matrix_head, suite_head
+from helpers import PY, REPO, SUITES, matrix_head, once_per_run, suite_head
 
 MATRIX = matrix_head(prefix="h", suite="sw", libs=["a", "b"]) + """[libs.gone]
 cudnn = "/nonexistent/ort-gpu-matrix/libcudnn.so.9"

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from conftest import CELL, REPO, SUITES
+from helpers import CELL, REPO, SUITES
 
 SCOPE = SUITES / "scope"
 FILES = ["test_scope.py", "test_other.py", "sub"]

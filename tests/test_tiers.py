@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tomllib
 
-from conftest import CELL, SUITES
+from helpers import CELL, SUITES
 from test_calibrate import Calibration
 
 from ort_gpu_matrix.calibrate.tiers import ObservedRun, tier_rules

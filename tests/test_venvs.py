@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import CELL, ORT_CPU, PY, REPO, SUITES, VENV
+from helpers import CELL, ORT_CPU, PY, REPO, SUITES, VENV
 
 
 def test_modes_share_one_venv_and_an_unchanged_fingerprint_installs_nothing(harness):

@@ -1,5 +1,5 @@
 """Every verdict path, through real nox sessions, real venvs and real pytest runs."""
-from conftest import SUITES
+from helpers import SUITES
 
 TEETH = 'message = "AssertionError: \'CUDNN_FLASH_ATTENTION\' != \'MATH\'"\n'
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CELL, REPO, SUITES
+from helpers import CELL, REPO, SUITES
 
 KNOWN = '[suite.s.expect.normal]\nknown_failures = [{ test = "tracked", reason = "tracked on purpose" }]\n'
 HEADER = re.compile(r"test session starts|^platform linux|^rootdir:|^collected \d+ item|PASSED|"
