@@ -9,32 +9,13 @@ import subprocess
 import sys
 
 import pytest
-from helpers import PY, REPO, SUITES, ends_line
+from helpers import PY, REPO, SUITES, ends_line, matrix_head, suite_head
 
 ROOT = str(SUITES / "verdicts")
-BASE = f'''[matrix]
-pythons = ["{PY}"]
-suite = "s"
-modes = ["normal"]
-
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-
-[torch.none]
-skip = true
-
-[libs.x]
-none = true
-
-[pairing]
+BASE = matrix_head(pythons=[PY], suite="s", modes=["normal"]) + f"""[pairing]
 include = [{{ python = "{PY}", ort = "cpu", torch = "none", libs = "x" }}]
 
-[suite.s]
-root = "{ROOT}"
-files = ["test_allpass.py"]
-pythonpath = [".."]
-'''
+""" + suite_head("s", ["test_allpass.py"], [".."], root=ROOT)
 
 
 

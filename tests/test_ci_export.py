@@ -7,32 +7,15 @@ import sys
 
 import pytest
 import yaml
-from helpers import PY, REPO
+from helpers import PY, REPO, SUITES, matrix_head, suite_head
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.util.errors import MatrixError
 
-MATRIX = f"""
-[matrix]
-pythons = ["{PY}"]
-suite = "s"
-runner = "linux-big"
-[ort.a]
-requirement = "onnxruntime"
-[torch.t]
-skip = true
-[libs.cu129]
-none = true
-runner = ["self-hosted", "cuda12"]
-[libs.cu130]
-none = true
-runner = "h200"
-[libs.plain]
-none = true
-[suite.s]
-root = "{REPO / 'tests' / 'fixtures' / 'suites' / 'verdicts'}"
-files = ["test_allpass.py"]
-"""
+MATRIX = matrix_head(
+    pythons=[PY], suite="s", runner="linux-big", ort={"a": 'requirement = "onnxruntime"'}, torch={"t": "skip = true"},
+    libs={"cu129": 'none = true\nrunner = ["self-hosted", "cuda12"]', "cu130": 'none = true\nrunner = "h200"',
+          "plain": "none = true"}) + suite_head("s", ["test_allpass.py"], None, root=str(SUITES / "verdicts"))
 
 
 def _export(tmp_path, *args, text=MATRIX):

@@ -1,26 +1,14 @@
 """The config model and loader, without nox: each mode reads only the keys it uses."""
 import pytest
-from helpers import SUITES
+from helpers import SUITES, matrix_head, suite_head
 
 from ort_gpu_matrix.config.kernels import TEETH_MESSAGE
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import PassExpect, TeethExpect
 from ort_gpu_matrix.util.errors import MatrixError
 
-BASE = f"""
-[matrix]
-pythons = ["3.12"]
-suite = "s"
-[ort.a]
-requirement = "onnxruntime"
-[torch.t]
-skip = true
-[libs.l]
-none = true
-[suite.s]
-root = "{SUITES}"
-files = ["verdicts/test_allpass.py"]
-"""
+BASE = matrix_head(pythons=["3.12"], suite="s", ort={"a": 'requirement = "onnxruntime"'}, torch={"t": "skip = true"},
+                   libs=["l"]) + suite_head("s", ["verdicts/test_allpass.py"], None, root=str(SUITES))
 
 
 def _load(tmp_path, extra: str):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from helpers import ORT_CPU, cpu_ort, matrix_head, suite_head, tables
 from test_bad_inputs import BASE, PY, ROOT, _fill
 
 from ort_gpu_matrix.config.loader import load_matrix, read_toml
@@ -19,7 +20,7 @@ from ort_gpu_matrix.config.model import key
 from ort_gpu_matrix.config.reader import Reader
 from ort_gpu_matrix.util.errors import MatrixError
 
-ORT = '[ort.cpu]\nrequirement = "onnxruntime==1.32.0"\nwith = ["onnx==1.20.1"]\n'
+ORT = tables("ort", cpu_ort())  # the [ort.cpu] table of BASE
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -94,29 +95,11 @@ def test_every_ort_entry_without_a_source_is_named_once_whatever_the_pairings_or
     pairs = [("a", "plain", PY), ("a", "src", PY), ("a", "src", "this"), ("b", "src", PY), ("c", "src", PY)]
     include = ", ".join(f'{{ python = "{py}", ort = "{o}", torch = "none", libs = "x", suite = "{s}" }}'
                         for o, s, py in pairs)
-    text = f'''[matrix]
-pythons = ["{PY}"]
-modes = ["normal"]
-[ort.a]
-requirement = "onnxruntime==1.32.0"
-[ort.b]
-requirement = "onnxruntime==1.32.0"
-[ort.c]
-requirement = "onnxruntime==1.32.0"
-source = "{tmp_path}"
-[torch.none]
-skip = true
-[libs.x]
-none = true
-[pairing]
-include = [{include}]
-[suite.plain]
-root = "{ROOT}"
-files = ["test_allpass.py"]
-[suite.src]
-root = "{{ort.source}}/tests"
-files = ["test_allpass.py"]
-'''
+    wheel = f'requirement = "{ORT_CPU}"'
+    orts = {"a": wheel, "b": wheel, "c": f'{wheel}\nsource = "{tmp_path}"'}
+    text = (matrix_head(pythons=[PY], modes=["normal"], ort=orts) + f"[pairing]\ninclude = [{include}]\n\n"
+            + suite_head("plain", ["test_allpass.py"], None, root=ROOT)
+            + suite_head("src", ["test_allpass.py"], None, root="{ort.source}/tests"))
     fix = ('add source = "${{ORT_SOURCE}}" to [ort.{o}] (an ORT checkout: the dir holding VERSION_NUMBER), '
            "or pair suite src only with ORT entries that have one")
     assert _problems(tmp_path, text) == [

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import CELL, FAKE_CUDART, FAKE_CUDNN, PY, REPO, SUITES, build_so
+from helpers import CELL, FAKE_CUDART, FAKE_CUDNN, PY, REPO, SUITES, build_so, matrix_head, suite_head
 
 
 @pytest.fixture(scope="module")
@@ -24,33 +24,15 @@ def pip_libs(tmp_path_factory):
     return {"cudnn": cudnn, "cudart": cudart, "torchenv": d / "torchenv"}
 
 
-DOCTOR_MATRIX = """
-[matrix]
-suite = "s"
-modes = ["normal"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-[torch.none]
-skip = true
-[torch.env]
-environment = "{torchenv}"
-[libs.pip]
-cudart = "{cudart}"
-cudnn = "{cudnn}"
-[libs.plain]
-none = true
-[pairing]
+DOCTOR_MATRIX = matrix_head(
+    pythons=None, suite="s", modes=["normal"], torch={"none": "skip = true", "env": 'environment = "{torchenv}"'},
+    libs={"pip": 'cudart = "{cudart}"\ncudnn = "{cudnn}"', "plain": "none = true"}) + """[pairing]
 include = [
   {{ python = "{py}", ort = "cpu", torch = "env", libs = "pip" }},
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "plain" }},
   {{ python = "3.99", ort = "cpu", torch = "none", libs = "plain" }},
 ]
-[suite.s]
-root = "{root}"
-files = ["test_allpass.py"]
-pythonpath = [".."]
-"""
+""" + suite_head("s", ["test_allpass.py"], [".."])
 
 
 def _doctor_matrix(harness, pip_libs, root=SUITES / "verdicts"):

@@ -5,40 +5,25 @@ import stat
 from pathlib import Path
 
 import pytest
-from helpers import PY, REPO, SUITES, build_so, nox
+from helpers import ORT_CPU, PY, REPO, SUITES, build_so, matrix_head, nox, suite_head
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.host import driver
 from ort_gpu_matrix.plan.cells import cells_of
 
-MATRIX = """
-[matrix]
-suite = "s"
-modes = ["normal"]
-[ort.gpu]
-requirement = "onnxruntime-gpu==1.31.1"
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-[torch.none]
-skip = true
-[libs.pip13]
-pip = ["nvidia-cuda-runtime==13.0.96", "nvidia-cudnn-cu13==9.19.0.56"]
-[libs.pip12]
-pip = ["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cudnn-cu12==9.10.2.21"]
-[libs.any]
-none = true
-[pairing]
+MATRIX = matrix_head(
+    pythons=None, suite="s", modes=["normal"],
+    ort={"gpu": 'requirement = "onnxruntime-gpu==1.31.1"', "cpu": f'requirement = "{ORT_CPU}"'},
+    libs={"pip13": 'pip = ["nvidia-cuda-runtime==13.0.96", "nvidia-cudnn-cu13==9.19.0.56"]',
+          "pip12": 'pip = ["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cudnn-cu12==9.10.2.21"]',
+          "any": "none = true"}) + """[pairing]
 include = [
   { python = "this", ort = "gpu", torch = "none", libs = "pip13" },
   { python = "this", ort = "gpu", torch = "none", libs = "pip12" },
   { python = "this", ort = "gpu", torch = "none", libs = "any" },
   { python = "this", ort = "cpu", torch = "none", libs = "pip13" },
 ]
-[suite.s]
-root = "%s"
-files = ["test_allpass.py"]
-pythonpath = [".."]
-""" % (SUITES / "verdicts")
+""" + suite_head("s", ["test_allpass.py"], [".."], root=str(SUITES / "verdicts"))
 
 GPU13, GPU12, ANY, CPU = f"gpu-{PY}-pip13-gpu", f"gpu-{PY}-pip12", f"gpu-{PY}-any", f"gpu-{PY}-pip13-cpu"
 

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from helpers import ORT_CPU, matrix_head, suite_head
 from test_index import _write_wheel
 
 from ort_gpu_matrix.config.loader import load_matrix
@@ -33,21 +34,9 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("MATRIX_VENVS", str(tmp_path / "venvs"))
     (tmp_path / "suite").mkdir()
     (tmp_path / "suite" / "test_x.py").write_text("def test_x(): pass\n")
-    (tmp_path / "matrix.toml").write_text(f"""[matrix]
-pythons = ["3.12"]
-suite = "s"
-offline = true
-wheelhouse = ["{house}"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-[torch.none]
-skip = true
-[libs.x]
-none = true
-[suite.s]
-root = "{tmp_path / 'suite'}"
-files = ["test_x.py"]
-""")
+    head = matrix_head(pythons=["3.12"], suite="s", offline=True, wheelhouse=[str(house)],
+                       ort={"cpu": f'requirement = "{ORT_CPU}"'})
+    (tmp_path / "matrix.toml").write_text(head + suite_head("s", ["test_x.py"], None, root=str(tmp_path / "suite")))
     return load_matrix(tmp_path / "matrix.toml"), house
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import CELL, PY, REPO, SUITES
+from helpers import CELL, PY, REPO, SUITES, matrix_head, suite_head
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.plan.cells import cells_of
@@ -74,11 +74,10 @@ def test_unset_variable_in_a_path_is_named(harness, tmp_path):
 
 def _names_of(tmp_path, pythons, orts, torches, libs, pairing):
     """Session names of a matrix made of ids alone: every ORT and torch is a placeholder."""
-    tables = [f'[ort.{o}]\nrequirement = "onnxruntime"' for o in orts]
-    tables += [f"[torch.{t}]\nskip = true" for t in torches] + [f"[libs.{lib}]\nnone = true" for lib in libs]
-    (tmp_path / "m.toml").write_text("\n".join([
-        f"[matrix]\npythons = {json.dumps(pythons)}\nsuite = \"s\"", *tables, "[pairing]", pairing,
-        f'[suite.s]\nroot = "{SUITES}"\nfiles = ["verdicts/test_allpass.py"]']))
+    head = matrix_head(pythons=pythons, suite="s", ort={o: 'requirement = "onnxruntime"' for o in orts},
+                       torch={t: "skip = true" for t in torches}, libs=libs)
+    (tmp_path / "m.toml").write_text(head + f"[pairing]\n{pairing}\n\n"
+                                     + suite_head("s", ["verdicts/test_allpass.py"], None, root=str(SUITES)))
     return [c.name for c in cells_of(load_matrix(tmp_path / "m.toml"))]
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PY, REPO, SUITES, ends_line, matrix_head
+from helpers import PY, REPO, SUITES, ends_line, matrix_head, suite_head
 
 MATRIX = matrix_head(suite="slots", modes=["normal"], libs=["a", "b", "c", "d"]) + """[pairing]
 include = [
@@ -122,33 +122,19 @@ def test_a_signal_stops_every_slot_and_the_report_says_what_finished(tmp_path, v
 
 # ---------------------------------------------------------------- mode runs, not cells
 
-MODES_MATRIX = """
-[matrix]
-pythons = ["{py}"]
-[ort.cpu]
-requirement = "onnxruntime==1.32.0"
-with = ["onnx==1.20.1"]
-{extra}
-[torch.none]
-skip = true
-{libs}
-[pairing]
-include = [{pairings}]
-{suites}
-"""
-
 
 def write_modes_matrix(path, log, cells, extra="", ort=None):
-    """cells: id -> {mode: seconds of sleep}; each cell gets a libs set and a suite of its own (test_modes.py)."""
-    libs = "\n".join(f"[libs.{c}]\nnone = true" for c in cells)
+    """cells: id -> {mode: seconds of sleep}; each cell gets a libs set and a suite of its own (test_modes.py).
+    extra: more tables (ORT entries); ort: cell id -> the ORT id it pairs with, where not cpu."""
     pairings = ", ".join(f'{{ python = "{PY}", ort = "{(ort or {}).get(c, "cpu")}", torch = "none", libs = "{c}", '
                          f'suite = "s{c}", modes = {json.dumps(list(modes))} }}' for c, modes in cells.items())
     suites = "\n".join(
-        f'[suite.s{c}]\nroot = "{SUITES / "slots"}"\nfiles = ["test_modes.py"]\npythonpath = [".", "../canary", ".."]\n'
-        f'env = {{ SLOT_LOG = "{log}", SLOT_CELL = "{c}", '
+        suite_head(f"s{c}", ["test_modes.py"], root=str(SUITES / "slots"))
+        + f'env = {{ SLOT_LOG = "{log}", SLOT_CELL = "{c}", '
         + ", ".join(f'SLOT_SLEEP_{m.upper()} = "{s}"' for m, s in modes.items()) + " }\n"
         for c, modes in cells.items())
-    path.write_text(MODES_MATRIX.format(py=PY, extra=extra, libs=libs, pairings=pairings, suites=suites))
+    head = matrix_head(pythons=[PY], libs=list(cells)) + (f"{extra}\n\n" if extra else "")
+    path.write_text(head + f"[pairing]\ninclude = [{pairings}]\n" + suites + "\n")
     return path
 
 
