@@ -1,6 +1,6 @@
-"""A baseline made from Results built here, in-process (issue 26): what a sweep records of each mode, its
-library and provenance summaries, without the nox run that tests/test_sweep.py makes. mutmut maps these
-tests to baseline.py's ModeRecord.of, Baseline.of and the two summaries."""
+"""A baseline made from Results built here, in-process: what a sweep records of each mode, its library and
+provenance summaries, without the nox run that tests/test_sweep.py makes. mutmut maps these tests to
+store/baseline.py's ModeRecord.of, Baseline.of and the two summaries."""
 from __future__ import annotations
 
 import json

@@ -1,8 +1,9 @@
 """calibrate from stored results, in-process: what `nox -s calibrate -- --from DIR` does, without nox. Results and
 probe reports are written here as the harness stores them, against a matrix file loaded by the real loader
-(issue 26: these reach calibrate's read, targets, _write and calibrate, which before only the nox runs of
-tests/test_calibrate.py reached, where mutmut maps no test). The runs calibrate makes itself (`run`, watched
-with a display or not) go through `Runner`, a stand-in for drive/cell.py's run_cell that keeps its contract."""
+(these reach calibrate's read, targets, _write and calibrate in the test process, where mutmut maps them;
+the nox runs of tests/test_calibrate.py reach them only in a subprocess). The runs calibrate makes itself (`run`,
+watched with a display or not) go through `Runner`, a stand-in for drive/cell.py's run_cell that keeps its
+contract."""
 from __future__ import annotations
 
 import dataclasses
@@ -413,7 +414,7 @@ def test_a_suites_own_file_that_is_empty_is_calibrated_over(tmp_path):
     assert s.calibrate().written == {"s": tmp_path / "e" / "s.toml"}
 
 
-# --- the runs calibrate makes, watched or not (issue 26: mutmut maps only in-process tests, and the watched
+# --- the runs calibrate makes, watched or not (mutmut maps only in-process tests, and the watched
 # path is what `nox -s calibrate` takes on a terminal or with --progress)
 
 RC_TEETH = BASE.replace('modes = ["normal"]', 'modes = ["normal", "teeth"]')

@@ -1,4 +1,4 @@
-"""calibrate's decisions in-process on runs built here (issue 26): which failures and toothless tests it
+"""calibrate's decisions in-process on runs built here: which failures and toothless tests it
 accepts and with what reasons, how old rules are kept, refreshed or dropped, and the counts it writes.
 Cells and results are stand-ins with the fields calibrate reads; tests/test_calibrate.py runs the real thing."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """compare(), one branch at a time, asserting the whole Comparison (every list, every field of every change), so
-a mutant that renames a kind, swaps before/after or drops a change is caught in-process (issue 26: mutmut maps
-these tests to compare/changes.py's functions through its stats run)."""
+a mutant that renames a kind, swaps before/after or drops a change is caught in-process (mutmut maps these
+tests to compare/changes.py's functions through its stats run)."""
 from __future__ import annotations
 
 from ort_gpu_matrix.compare.changes import Change, LibsDiff, Scope, add_stale_rules, compare, libs_comparison, show
@@ -280,7 +280,7 @@ def test_libs_comparison_looks_past_a_cell_with_the_same_libs():
 
 def test_a_hand_made_record_without_a_count_compares_it_as_absent(tmp_path):
     """A baseline written by hand may leave a count out: compare reads a missing count as 0 and shows it as
-    absent, `(none)`, instead of raising KeyError (a known bug of issue 26)."""
+    absent, `(none)`, instead of raising KeyError."""
     path = tmp_path / "hand.json"
     path.write_text('{"baseline_version": 1, "cells": {"c1": {"normal": {"verdict": "pass", '
                     '"counts": {"collected": 2}, "tests": {"t::a": "passed", "t::b": "passed"}}}}}')

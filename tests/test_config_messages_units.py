@@ -1,5 +1,5 @@
-"""What the loader and its Reader tell a user about a bad matrix, in-process (issue 26's survivors of
-config/loader.py and config/reader.py): each message names the file, the key and the fix, exactly.
+"""What the loader and its Reader tell a user about a bad matrix, in-process, where mutmut's mutants of
+config/loader.py and config/reader.py meet them: each message names the file, the key and the fix, exactly.
 
 The real loader reads real files in tmp_path; the one file tmp_path cannot give (one root may not read)
 is a write-only sysctl, which the kernel refuses to read to root as well.

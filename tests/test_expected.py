@@ -126,7 +126,7 @@ def test_the_html_grid_shows_expected_and_unexpected_apart_with_a_legend(swept):
 
 
 def test_a_known_flaky_test_within_its_set_is_expected_and_outside_it_is_not():
-    """In-process: a known_flaky rule (h2) accepts a failure or skip within its set as expected, as the verdict
+    """In-process: a known_flaky rule accepts a failure or skip within its set as expected, as the verdict
     does; outside its set, or a pass, it is not an expectation's doing. A known_failures rule that also
     matches does not count: the flaky rule alone judges the tests it matches."""
     from ort_gpu_matrix.config.model import FlakyRule, PassExpect, Rule

@@ -1,4 +1,4 @@
-"""verdicts.judge and the cross-checks of its witnesses in-process (issue 26): each witness disagreeing on its
+"""verdicts.judge and the cross-checks of its witnesses in-process: each witness disagreeing on its
 own, with the whole list of reasons, and the verdict's parts (tests/test_faults.py proves each through a real
 run that lies)."""
 from __future__ import annotations
@@ -176,7 +176,7 @@ def test_without_a_collected_count_the_reports_tests_are_counted():
     assert v.counts.collected == 2 and v.counts.passed == 2
 
 
-# The EP census lines of the verdict (issue 32), in-process: what mutmut's run reaches (tests/test_eptruth.py
+# The EP census lines of the verdict, in-process: what mutmut's run reaches (tests/test_eptruth.py
 # proves the same through real runs, which mutmut's in-process tests do not).
 CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
 SERVED = {"session": 1, "asked": [CUDA, CPU], "served": [CUDA, CPU], "runs": {CUDA: 2}}

@@ -1,6 +1,6 @@
 """libsets.ensure in-process, against wheels built here (offline, --find-links): what a set must hold to be
-accepted, when it is reused and when reinstalled (issue 26: killed by mutmut's mutants of libsets.py without a
-nox run). File names decide what a library is (elf.kind), so the wheels hold small text files."""
+accepted, when it is reused and when reinstalled (where mutmut's mutants of envs/libsets.py meet a test without
+a nox run). File names decide what a library is (elf.kind), so the wheels hold small text files."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
 """The adversarial table of tests/test_bad_inputs.py, read in-process by load_matrix: the same exact problems,
-without a nox run per row, so mutmut can run it against every mutant of config/loader.py (issue 26). The nox
-rows stay the proof that the messages reach the user; these pin the loader's decisions, and a few more of the
-kind the independent mutants found (a TOML boolean where a whole number is wanted)."""
+without a nox run per row, so mutmut can run it against every mutant of config/loader.py. The nox rows stay
+the proof that the messages reach the user; these pin the loader's decisions, and a few more of their kind
+(a TOML boolean where a whole number is wanted)."""
 from __future__ import annotations
 
 import pytest

@@ -184,7 +184,7 @@ def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
         if process != "controller":  # a worker ran tests; its start followed the controller's configure
             assert all(k in marks for k in order), marks
             assert marks["process_start"] >= timings["controller"]["configured"] - 0.01
-    # what isolation cost each worker (issue 22's bench): seconds > 0 spent watching, and the tests it watched
+    # what isolation cost each worker: seconds > 0 spent watching, and the tests it watched
     watched = {p: m["isolation_tests"] for p, m in timings.items() if p != "controller"}
     assert sum(watched.values()) == result["counts"]["passed"] and all(n > 0 for n in watched.values()), timings
     assert all(0 < timings[p]["isolation_s"] < 5 for p in watched), timings
@@ -330,7 +330,7 @@ def teeth_process_start(tmp_path, result):
 
 
 def test_a_scoped_teeth_starts_early_on_a_second_run_and_runs_its_tests_only_once_the_census_is_stored(tmp_path, venvs):
-    """Issue 24: where there is room for three runs, a scoped teeth's process starts with the pair, collects on the
+    """Where there is room for three runs, a scoped teeth's process starts with the pair, collects on the
     files of its last run, and its tests wait for the census, handed over only once require_cudnn's child stored
     it. On a first run there is no last run to collect on: it waits, then starts. Every figure is the same."""
     log = tmp_path / "slots.jsonl"
@@ -402,10 +402,9 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
     assert not handoff.dir.exists()
 
 
-# found by review (rv24)
 @pytest.mark.parametrize("cores_", [8, 10, 11])
 def test_three_candidate_runs_never_give_less_room_than_two(cores_):
-    """(With AUTO_MOST 3, found by rv24:) three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
+    """With AUTO_MOST 3, three runs of -n 8 that cannot be cut to half their workers fall back to `cores // 8` = 1 slot,
     where two runs (-n 4 or 5 each) were chosen before: a sweep, or a cell with a scoped teeth, on 8-11 cores goes
     serial."""
     from ort_gpu_matrix.host.room import Ask, decide
@@ -487,7 +486,7 @@ def test_ctrl_c_while_an_early_teeth_waits_stores_no_teeth_result_and_its_last_o
 
 def test_a_sweep_starts_a_scoped_teeth_while_its_require_cudnn_runs_and_its_tests_wait_for_the_stored_census(
         tmp_path, venvs):
-    """Issue 24, in a `--gpus` sweep as in a cell session, in the H200's shape: two cells on four slots. Each scoped
+    """In a `--gpus` sweep as in a cell session, in the H200's shape: two cells on four slots. Each scoped
     teeth with a last run to collect on starts beside its require_cudnn, both require_cudnn runs start before
     either normal, and a teeth's test runs only after its census is stored and handed over. Every figure is as in
     the sweep before, where each teeth started after its require_cudnn."""
@@ -532,7 +531,7 @@ def test_a_sweep_starts_a_scoped_teeth_while_its_require_cudnn_runs_and_its_test
 
 
 def test_a_cell_on_two_slots_overlaps_its_pair_and_starts_no_teeth_early(tmp_path, venvs):
-    """rv25: on two slots an early teeth would take the slot normal runs in, so normal would wait for require_cudnn.
+    """On two slots an early teeth would take the slot normal runs in, so normal would wait for require_cudnn.
     With a last teeth run on record, `--slots-per-gpu 2` still overlaps the pair, and teeth follows its census."""
     log = tmp_path / "slots.jsonl"
     m = write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 4, "require_cudnn": 4, "teeth": 0}})
@@ -549,7 +548,7 @@ def test_a_cell_on_two_slots_overlaps_its_pair_and_starts_no_teeth_early(tmp_pat
 
 
 def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_path):
-    """rv24: a SIGKILLed parent cannot remove its handoff dir; it is named for its maker (orphans.py), so the next
+    """A SIGKILLed parent cannot remove its handoff dir; it is named for its maker (orphans.py), so the next
     run's clean-up removes it, and never one whose maker still runs."""
     import signal
 

@@ -1,4 +1,4 @@
-"""One definition of each shared rule (issue 33): a second copy is how the four canary checks, the
+"""One definition of each shared rule: a second copy is how the four canary checks, the
 two teardown ids and the two terminal escapers came to disagree.
 
 Each guard reads the engine's source with `ast` and names every place that breaks it. Each was

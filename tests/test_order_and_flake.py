@@ -1,5 +1,5 @@
-"""Issue 22's sweep row: a candidate whose only differences from its baseline are the test order and one
-flake is green under --gate regressions, and only the two guards together make it so.
+"""A sweep whose candidate differs from its baseline only in the test order and one flake is green under
+--gate regressions, and only the two guards (pollution undone, the flake confirmed) together make it so.
 
 One cell runs, in one process (-n 0, so the `files` order is the run order), a polluter that leaves
 ORT_DISABLE_FLASH_ATTENTION set, a victim whose tier follows it (tests/fixtures/suites/pollution), and

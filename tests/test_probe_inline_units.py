@@ -1,4 +1,4 @@
-"""The probe's census in this process (issue 26): pytester.inline_run loads the plugin here, so mutmut maps
+"""The probe's census in this process: pytester.inline_run loads the plugin here, so mutmut maps
 these tests to the Probe's hooks and report, which test_probe.py reaches only in pytester subprocesses. The
 suite is tiny and real: a CPU onnxruntime session whose native run prints the tier on fd 1."""
 from __future__ import annotations
@@ -293,7 +293,7 @@ def test_under_xdist_the_report_names_the_onnxruntime_the_workers_imported(pytes
 
 
 def test_a_teeth_started_early_waits_for_its_keep_file_and_a_file_that_never_comes_is_a_usage_error(pytester, monkeypatch):
-    """Issue 24: with ORT_MATRIX_KEEP_WAIT_S, the processes collect, then wait for the keep file the engine writes
+    """With ORT_MATRIX_KEEP_WAIT_S, the processes collect, then wait for the keep file the engine writes
     once require_cudnn's census is stored; the marks say when the wait began and ended. A file that never comes
     stops the run as a usage error naming the file and the bound, never a run of every test."""
     import threading

@@ -1,4 +1,4 @@
-"""The probe's fd tap and library audit in-process (issue 26): the same code the test venvs run, called here
+"""The probe's fd tap and library audit in-process: the same code the test venvs run, called here
 so mutmut's mutants of ort_matrix_probe/fdtap.py and audit.py meet a test without a subprocess; test_probe.py
 and test_audit.py prove them in real test processes."""
 from __future__ import annotations

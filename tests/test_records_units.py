@@ -1,5 +1,5 @@
 """The expect file's writer and the baseline's reader in-process, asserting whole texts and whole messages
-(issue 26: killed here, mutmut's mutants of expectfile.py and baseline.py need no calibrate or sweep run)."""
+(so mutmut's mutants of config/expectfile.py and store/baseline.py meet a test without a calibrate or sweep run)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""The typed Result: what a nox run stores is what a reader gets back, and a foreign version is refused."""
+"""The typed Result: what a nox run stores is what a reader gets back, a foreign version is refused, and a result
+stored again after its reruns never displaces a newer run of its session."""
 import json
 
 import pytest
@@ -89,3 +90,25 @@ def test_a_version_3_teeth_coverage_reads_as_a_count_of_cudnn_tests(stored, tmp_
     new = tmp_path / "v4.json"  # a version 4 result is read as written: nothing renamed
     new.write_text(json.dumps({**data, "teeth_coverage": {**cov, "tier": "FLASH_ATTENTION"}}))
     assert load(new).teeth_coverage.tier == "FLASH_ATTENTION"
+
+
+def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwhile(harness):
+    """A confirmation re-stores each amended result; if another run of the session stored a newer result while the
+    reruns ran, that newer one stays current, and the amended copy goes to its own bundle only."""
+    import dataclasses
+
+    from ort_gpu_matrix.store import results as store
+
+    session = f"{CELL}-normal"
+    assert harness.run(["test_allpass.py"], session=session).proc.returncode == 0
+    older = store.load(harness.results / f"{session}.json")
+    assert harness.run(["test_allpass.py"], session=session).proc.returncode == 0
+    newer = store.load(harness.results / f"{session}.json")
+    assert newer.run_id != older.run_id
+    amended = dataclasses.replace(older, reasons=["amended"])
+    assert store.restore(harness.results, amended) is False
+    assert json.loads((harness.results / f"{session}.json").read_text())["run_id"] == newer.run_id
+    assert json.loads((harness.results / "runs" / session / older.run_id / "result.json").read_text())["reasons"] == [
+        "amended"]
+    assert store.restore(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
+    assert json.loads((harness.results / f"{session}.json").read_text())["reasons"] == ["amended too"]

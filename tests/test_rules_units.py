@@ -1,7 +1,6 @@
-"""The decision modules merged after the first mutmut run, in-process and asserting whole outputs: tier rules
-(judge/tiers.py), known_flaky sets (judge/flaky.py), what was expected (judge/expected.py) and what a
-confirmation found (store/confirmation.py, compare/unreproduced.py). Issue 26: mutmut maps these tests to those
-modules' functions."""
+"""The rule-deciding modules, in-process and asserting whole outputs: tier rules (judge/tiers.py), known_flaky
+sets (judge/flaky.py), what was expected (judge/expected.py) and what a confirmation found
+(store/confirmation.py, compare/unreproduced.py). mutmut maps these tests to those modules' functions."""
 from __future__ import annotations
 
 from helpers import result

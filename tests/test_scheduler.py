@@ -37,7 +37,7 @@ def _start(tmp_path, venvs, *args, sleep="1.5", env=None):
     (tmp_path / "m.toml").write_text(MATRIX.format(py=PY, root=SUITES / "slots", log=log, sleep=sleep))
     env = {**os.environ, "MATRIX_TOML": str(tmp_path / "m.toml"), "MATRIX_RESULTS": str(tmp_path / "results"),
            "MATRIX_VENVS": str(venvs), **(env or {})}
-    # --confirm 0: these tests count the scheduler's runs; a confirmation rerun of cell d's failure (h2) runs in
+    # --confirm 0: these tests count the scheduler's runs; a confirmation rerun of cell d's failure runs in
     # the parent after them, outside any slot (tests/test_flakes.py tests confirmation)
     return log, subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "sweep", "--",
                                   "--confirm", "0", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -362,7 +362,7 @@ def test_two_children_of_one_cell_build_its_venv_once(tmp_path):
 
 # ---------------------------------------------------------------- the plan, on its own
 
-# The H200 workload of issue 19, in seconds: four cells, nine mode runs
+# An H200 workload, in seconds: four cells, nine mode runs
 SHAPE = {"a": {"normal": 10, "require_cudnn": 10, "teeth": 11}, "b": {"normal": 15, "require_cudnn": 15},
          "c": {"normal": 12.5}, "d": {"normal": 11, "require_cudnn": 9, "teeth": 10}}
 
@@ -434,9 +434,9 @@ def test_the_last_known_duration_skips_runs_that_tell_nothing(tmp_path):
 
 
 def test_a_teeth_that_may_start_early_goes_first_and_the_plan_counts_its_start_as_paid_meanwhile(tmp_path):
-    """Issue 24: a job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
+    """A job with `early_s` takes a free slot before any other once its require_cudnn runs (it waits
     holding no core), and the simulation ends it `tail_s` after that require_cudnn, its start paid meanwhile:
-    the predicted makespan is what the real schedule does, not a serial teeth's (rv24)."""
+    the predicted makespan is what the real schedule does, not a serial teeth's."""
     from ort_gpu_matrix.drive.makespan import plan, simulate
     from ort_gpu_matrix.drive.scheduler import pick
 
@@ -497,7 +497,7 @@ def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_not
 def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
     """earlyteeth.mark: every run of the plan at once (a cell's three), or four slots and more, where the first
     `slots // 2` scoped teeth start beside their require_cudnn. On two or three slots with more runs than slots, a
-    waiting teeth would hold the slot a normal runs in (rv25)."""
+    waiting teeth would hold the slot a normal runs in."""
     import dataclasses
 
     import ort_gpu_matrix.drive.earlyteeth as et
@@ -522,7 +522,7 @@ def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
 
 
 def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path):
-    """rv25: without -n the pytest process itself collects and waits, and marks it on the controller."""
+    """Without -n the pytest process itself collects and waits, and marks it on the controller."""
     from ort_gpu_matrix.drive.history import last_whole
 
     bundle = tmp_path / "runs" / "s-teeth" / "20261201T100000Z-aaaaaaaa"
@@ -535,7 +535,7 @@ def test_a_runs_cost_leaves_out_a_wait_of_its_one_process_without_xdist(tmp_path
 
 
 def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
-    """rv25: the reason may quote a run id read from a stored file; it reaches the terminal escaped."""
+    """The reason may quote a run id read from a stored file; it reaches the terminal escaped."""
     from helpers import result
 
     from ort_gpu_matrix.drive import earlyteeth

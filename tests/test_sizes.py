@@ -1,4 +1,4 @@
-"""Modules and functions a reader can hold in their head (issue 33's finish line).
+"""Modules and functions a reader can hold in their head.
 
 No module of the engine, the probe or the sessions over MODULE_LINES lines; no function over
 FUNCTION_LINES lines or with more than PARAMETERS parameters (self and cls not counted). A function

@@ -1,4 +1,5 @@
-"""Every verdict path, through real nox sessions, real venvs and real pytest runs."""
+"""Every verdict path, through real nox sessions, real venvs and real pytest runs; and, in-process, the probe
+reports whose shape the engine refuses to judge."""
 from helpers import SUITES
 
 TEETH = 'message = "AssertionError: \'CUDNN_FLASH_ATTENTION\' != \'MATH\'"\n'
@@ -95,3 +96,33 @@ def test_xfail_and_xpass_are_counted_and_a_strict_xpass_fails(harness):
     assert r["verdict"] == "fail"
     (reason,) = r["reasons"]
     assert "test_strict_but_passes failed: [XPASS(strict)] must keep failing" in reason
+
+
+def test_a_report_whose_pollution_or_isolation_was_tampered_with_is_not_judged():
+    """The probe's report is written inside the test process, so what the engine reads of it is checked: a
+    pollution entry of the wrong shape, or an isolation mode that does not exist, makes it malformed (the run
+    then fails on that, instead of a traceback, or a baseline that no later load accepts)."""
+    from ort_gpu_matrix.execute.probe_report import report_problem
+    from ort_matrix_probe.schema import REPORT_VERSION
+
+    good = {"report_version": REPORT_VERSION, "exitstatus": 0, "duration_s": 1.0, "collected": {}, "tests": {},
+            "collection": [], "audits": [], "outside_tests_sdpa": [], "unattributed_sdpa": [], "provenance": {},
+            "isolation": "restore", "pollution": [
+                {"test": "t.py::a", "scope": "function", "process": "gw0", "undone": True, "later_tests": 2,
+                 "changes": [{"what": "env", "name": "ORT_X", "before": None, "after": "1"}]}]}
+    assert report_problem(good) is None
+    bad_entry = {**good, "pollution": [1]}
+    assert report_problem(bad_entry) == "the probe's report is malformed: an entry of 'pollution'"
+    bad_change = {**good, "pollution": [{**good["pollution"][0], "changes": [{"what": "env", "name": 3}]}]}
+    assert report_problem(bad_change) == "the probe's report is malformed: an entry of 'pollution'"
+    assert report_problem({**good, "isolation": "x"}) == ("the probe's report is malformed: 'isolation' is 'x', "
+                                                          "not one of ('restore', 'report', 'off')")
+    # the EP census of a test (report version 3), checked as every other part: refused, never a traceback
+    use = {"session": 1, "asked": ["CUDAExecutionProvider"], "served": ["CPUExecutionProvider"],
+           "runs": {"CPUExecutionProvider": 2}, "fallback": "not_loaded", "reason": "Failed to load library"}
+    entry = {"outcome": "passed", "message": "", "sdpa": []}
+    assert report_problem({**good, "tests": {"t::a": {**entry, "ep": [use]}}}) is None
+    for bad in (None, 5, "oops", {}, [1], [{**use, "fallback": "elsewhere"}], [{**use, "runs": {"CPU": True}}],
+                [{**use, "served": "CPU"}]):
+        assert report_problem({**good, "tests": {"t::a": {**entry, "ep": bad}}}) == \
+            "the probe's report is malformed: the EP census of 't::a'", bad

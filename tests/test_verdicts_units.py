@@ -1,7 +1,7 @@
 """The verdict's pure decisions in-process, each asserting whole reasons, stale rules and coverage: the probe
 report read into tests and counts, the census, the pass and teeth judges, the dispatch rules and the library
-audit (issue 26: these kill mutmut's mutants of verdicts.py and of the modules split out of it, counts.py,
-libraries.py and stale.py, without a nox run; tests/test_verdicts.py and test_census.py prove the same
+audit (where mutmut's mutants of judge/verdicts.py, counts.py, libraries.py and stale.py meet a test without a
+nox run; tests/test_verdicts.py and test_census.py prove the same
 through real runs)."""
 from __future__ import annotations
 
@@ -259,8 +259,8 @@ def test_expectation_reasons_pass_the_prior_census_to_the_judge():
 
 
 def test_a_known_flaky_rule_that_matches_nothing_is_stale_beside_the_known_failures():
-    """h2's known_flaky rules are judged (and go stale) before the known failures: their stale rules must survive
-    what judge_counts adds after them (kills `out.stale = stale_failures(...)`, an equivalent before h2)."""
+    """known_flaky rules are judged (and go stale) before the known failures: their stale rules must survive
+    what judge_counts adds after them (kills the mutant `out.stale = stale_failures(...)`)."""
     from ort_gpu_matrix.config.model import FlakyRule
 
     flaky = FlakyRule("t::gone", ("passed", "failed"), (), "comes and goes",

@@ -72,7 +72,7 @@ def test_calibrate_prints_one_line_per_run_too(harness):
     harness.write(["test_allpass.py", "test_broken.py"], modes=("normal",))
     out = harness.nox("-s", "calibrate").output
     starts, ends = _lines(out, f"{CELL}-normal")
-    # calibrate runs each mode twice by default (--runs 2, h2): a start and an end line for each run, counted apart
+    # calibrate runs each mode twice by default (--runs 2): a start and an end line for each run, counted apart
     assert len(starts) == 2 and len(ends) == 2, out
     assert [re.search(r"\((\d of \d),", ln).group(1) for ln in starts] == ["1 of 2", "2 of 2"], out
     assert [ln.endswith(f"[{i}/2]") for i, ln in enumerate(ends, 1)] == [True, True], out

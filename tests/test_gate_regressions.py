@@ -1,6 +1,6 @@
-"""False greens of `--gate regressions` found by an independent review, each pinned by the test that failed
-before its fix: a baseline cell whose artifact never arrived, skipped/xfailed -> failed in an already-failing
-mode, a new error in a scoped teeth against an unscoped baseline, and a scoped teeth that ran nothing.
+"""`--gate regressions` where a green would be false: a skipped or xfailed test that now fails in a mode that
+was failing already, a new error in a scoped teeth against an unscoped baseline, a scoped teeth that ran nothing
+(compare(), in-process), and a baseline cell whose result never arrived (a real `nox -s report`).
 """
 from __future__ import annotations
 

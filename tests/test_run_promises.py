@@ -1,9 +1,10 @@
-"""Tests that killed the hand-written mutants (the retired mutations/mutants.toml) the rest of the suite let survive;
-kept as ordinary tests of the promises mutmut's mutants do not reach (docs/mutations-kept.md).
+"""What a cell's run promises and no broader test pins down: one test per promise (sweeps have theirs in
+test_sweep_promises.py).
 
-Each runs the real harness (real nox, real venvs, real pytest) against a small fixture suite, or, for the
-stored result's atomicity, the real store() on a real filesystem watched by an audit hook in a subprocess.
-The mutant each one killed is named in its docstring.
+Each runs the real harness (real nox, real venvs, real pytest) against a small fixture suite
+(tests/fixtures/suites/run_promises), or, for the stored result's atomicity, the real store() on a real
+filesystem watched by an audit hook in a subprocess. Each docstring opens with the id of the fault it catches,
+as docs/mutations-kept.md lists it.
 """
 import json
 import os
@@ -17,7 +18,7 @@ from ort_gpu_matrix.drive.census import prior_of as _prior
 from ort_gpu_matrix.plan.cells import cells_of
 from ort_gpu_matrix.store.results import load
 
-MUTANTS = SUITES / "mutants"
+PROMISES = SUITES / "run_promises"
 CANARY = SUITES / "canary"
 CUDNN = "CUDNN_FLASH_ATTENTION"
 NOT_CONCURRENT = 'pytest_args = ["-k", "not concurrent"]'  # its 0.55 s overlap check is not what these test
@@ -25,7 +26,7 @@ NOT_CONCURRENT = 'pytest_args = ["-k", "not concurrent"]'  # its 0.55 s overlap 
 
 def test_teeth_message_is_matched_exactly(harness):
     """teeth-message-substring: a failure whose first line only contains the canary's message has not bitten."""
-    r = harness.run(["test_near_miss.py"], root=MUTANTS, modes=["teeth"]).result("teeth")
+    r = harness.run(["test_near_miss.py"], root=PROMISES, modes=["teeth"]).result("teeth")
     assert r["counts"]["failed"] == 2
     assert r["verdict"] == "fail"
     (reason,) = r["reasons"]
@@ -44,7 +45,7 @@ def test_dispatch_rules_apply_only_to_dispatch_tests(harness):
 
 def test_setup_and_teardown_errors_are_counted_as_errors(harness):
     """teardown-errors-dropped, probe-setup-failure-as-failed: both are errors, each named in the verdict."""
-    r = harness.run(["test_phases.py"], root=MUTANTS).result("normal")
+    r = harness.run(["test_phases.py"], root=PROMISES).result("normal")
     c = r["counts"]
     assert (c["passed"], c["failed"], c["errors"]) == (2, 0, 2), c
     assert r["verdict"] == "fail"
@@ -65,7 +66,7 @@ def _env_run(harness, tmp_path, fake_libs, test):
     planted.mkdir()
     (planted / "planted_module.py").write_text("PLANTED = True\n")
     env = {"PYTHONPATH": str(planted), "LD_PRELOAD": str(fake_libs["cudart"]), "PLANTED_LIB": str(fake_libs["cudart"])}
-    return harness.run(["test_env.py"], root=MUTANTS, pythonpath=[], env=env,
+    return harness.run(["test_env.py"], root=PROMISES, pythonpath=[], env=env,
                        suite_extra=f'pytest_args = ["-k", "{test}"]').result("normal")
 
 
@@ -85,7 +86,7 @@ def test_the_test_process_runs_in_its_private_dir(harness, tmp_path, fake_libs):
 
 
 def test_plugin_autoload_is_off_in_the_test_process(harness, tmp_path, fake_libs):
-    """plugin-autoload-on."""
+    """plugin-autoload-on: pytest's plugin autoload is off in the test process."""
     r = _env_run(harness, tmp_path, fake_libs, "autoload")
     assert r["counts"]["passed"] == 1
     assert r["verdict"] == "pass", r["reasons"]
