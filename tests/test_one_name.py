@@ -15,7 +15,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import REPO
+from helpers import REPO
 
 ENGINE = ("ort_gpu_matrix", "sessions")
 PROBE = "ort_matrix_probe"
