@@ -7,7 +7,7 @@ of a scoped teeth) can be paid while require_cudnn still runs. Its parent starts
 nothing. The file is renamed into place, so a reader sees all of it or nothing, and it lives in the parent's
 private 0700 dir.
 
-So the census is still read only once its run is stored, and from that run's own bundle (harness.py's
+So the census is still read only once its run is stored, and from that run's own bundle (census.py's
 `census_from_store`): the early start changes when teeth's processes start, never what they judge.
 """
 from __future__ import annotations
