@@ -68,9 +68,10 @@ def few_workers(cell: Cell, posargs: Sequence[str], keep: Sequence[str] | None) 
 
 class TeethScope:
     """One mode run's scope: where its census comes from (decided as it is made), then, once resolved, the prior
-    run (`prior`), the node ids to keep (`keep`, None: every test) or why it cannot run (`refusal`), and the -n
-    arguments a run of them gets (`workers`). `file`: set for a teeth whose census its parent hands over later;
-    it waits (`wait`, or `kept` for one started early) and `basis` holds its last run's tests to start on."""
+    run (`prior`, its census `dispatch`), the node ids to keep (`keep`, None: every test) or why it cannot run
+    (`refusal`), and the -n arguments a run of them gets (`workers`). `file`: set for a teeth whose census its
+    parent hands over later; it waits (`wait`, or `kept` for one started early), and `basis` holds its last
+    run's tests to start on."""
 
     def __init__(self, cr: CellRuns, run: ModeRun) -> None:
         self.cr, self.run = cr, run
@@ -79,6 +80,7 @@ class TeethScope:
         self.basis = None if self.file is None else earlyteeth.basis(cr.workspace.results_dir, run.session)
         self.came = False  # the census is here, or word that none will come: resolved
         self.prior: Result | None = None
+        self.dispatch: Dispatch | None = None  # the prior run's census, which the verdict checks coverage against
         self.keep: list[str] | None = None
         self.refusal: str | None = None
         self.workers: list[str] = []
@@ -111,11 +113,6 @@ class TeethScope:
         if self.note is not None:
             self.cr.log(self.note)
 
-    @property
-    def dispatch(self) -> Dispatch | None:
-        """The census the verdict checks coverage against."""
-        return None if self.prior is None else self.prior.dispatch
-
     def judged(self, verdict: Verdict) -> Verdict:
         """The verdict of a mode that checks coverage, with the scope it ran under."""
         if spec(self.run.mode).coverage_from is None:
@@ -124,7 +121,7 @@ class TeethScope:
 
     def _resolve(self, prior: Result | None) -> None:
         results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
-        self.came, self.prior = True, prior
+        self.came, self.prior, self.dispatch = True, prior, None if prior is None else prior.dispatch
         self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
         self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
 
