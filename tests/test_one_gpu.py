@@ -380,7 +380,7 @@ def test_matrix_cores_sets_the_cores_the_room_counts_and_a_bad_value_says_how_to
 
 def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_never_comes_is_an_error(tmp_path):
     """handoff.py: the parent writes SESSION=RUN_ID, or `none: why` when require_cudnn stored nothing (teeth then
-    refuses as it would after require_cudnn, harness.teeth_selection); the child bounds its wait."""
+    refuses as it would after require_cudnn, teeth.teeth_selection); the child bounds its wait."""
     import stat
 
     from helpers import result

@@ -162,3 +162,77 @@ def test_an_unknown_teeth_scope_is_named_with_the_fix(harness):
     assert run.proc.returncode == 2
     assert (f"{harness.matrix}: suite.s.teeth_scope: 'cudnnn' is not a teeth scope (did you mean `cudnn`?)\n"
             "    fix: use one of: all, cudnn\n") in run.output
+
+
+def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_its_census_came(harness, tmp_path,
+                                                                                              monkeypatch):
+    """teeth.py, in process: a census in this process resolves the scope as it is made, and the session's current
+    result is retired then. One its parent hands over in a file leaves that result current until the file is
+    written; the scope then resolves on it, once: the prior run, the node ids, the -n, each computed once."""
+    import time
+
+    from helpers import result
+
+    from ort_gpu_matrix.config.loader import load_matrix
+    from ort_gpu_matrix.config.overrides import Overrides
+    from ort_gpu_matrix.drive import teeth
+    from ort_gpu_matrix.drive.context import CellRuns
+    from ort_gpu_matrix.drive.handoff import Handoff
+    from ort_gpu_matrix.envs.venvs import Venv
+    from ort_gpu_matrix.execute.request import Kept, ModeRun
+    from ort_gpu_matrix.judge.counts import Dispatch
+    from ort_gpu_matrix.plan.cells import cells_of
+    from ort_gpu_matrix.store import results
+    from ort_gpu_matrix.store.results import VenvInfo
+
+    write(harness)
+    matrix = load_matrix(harness.matrix, Overrides(None, harness.results, harness.venvs, (), False, False))
+    (cell,) = cells_of(matrix)
+    fp = {"tools": ["pytest"]}
+    run = ModeRun(cell, "teeth", None, Venv(tmp_path, tmp_path, tmp_path, fp), matrix.workspace)
+    bites, values, plain = "test_scope.py::test_bites[a]", "test_scope.py::test_values_only", "test_scope.py::test_plain"
+    census = result("require_cudnn", {bites: "passed", values: "passed", plain: "passed"}, name=cell.name,
+                    venv=VenvInfo("/v", fp), run_id=results.new_run_id(time.time()),
+                    dispatch=Dispatch(tests={bites: ["CUDNN_FLASH_ATTENTION"], values: ["MATH"], plain: ["MATH"]}))
+    current = results.current_path(harness.results, run.session)
+    calls = {"teeth_selection": 0, "few_workers": 0, "retire_current": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*args):
+            calls[name] += 1
+            return real(*args)
+        monkeypatch.setattr(module, name, wrapper)
+
+    for module, name in ((teeth, "teeth_selection"), (teeth, "few_workers"), (results, "retire_current")):
+        counted(module, name)
+    monkeypatch.setenv("MATRIX_CORES", "8")
+
+    def scope_of(**kw):
+        current.parent.mkdir(parents=True, exist_ok=True)
+        current.write_text("{}")  # the session's last result
+        calls.update(dict.fromkeys(calls, 0))
+        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), log=said.append, **kw), run)
+
+    said = []
+    here = scope_of(earlier={census.session: census})
+    assert here.file is None and here.came and not current.exists()  # resolved, and retired, as it was made
+    assert (here.prior, here.keep, here.refusal, here.workers) == (census, [bites, values], None, ["-n", "2"])
+    here.announce()
+    assert calls == {"teeth_selection": 1, "few_workers": 1, "retire_current": 1}, calls
+
+    stored = results.store(harness.results, census, {}, current=False)
+    handoff = Handoff()
+    try:
+        later = scope_of(earlier={}, census_files={census.session: handoff.path(run.session)})
+        assert later.file is not None and not later.came and current.exists()  # it waits: its last result stays
+        assert calls == {"teeth_selection": 0, "few_workers": 0, "retire_current": 0}, calls
+        handoff.give(run.session, stored)
+        assert later.kept() == Kept([bites, values], ["-n", "2"]) and not current.exists()
+        assert (later.prior, later.dispatch) == (stored, stored.dispatch)
+        assert calls == {"teeth_selection": 1, "few_workers": 1, "retire_current": 1}, calls
+    finally:
+        handoff.close()
+    kept = f"{run.session}: teeth_scope cudnn: 2 test(s) of 3 from {census.session} run {census.run_id}"
+    assert said == [kept, f"{run.session}: 2 test(s) to run: -n 2 instead of -n 4", kept], said

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from ..config.overrides import Workspace
 from ..drive import readback, scheduler
 from ..drive.batch import run_batch
 from ..drive.cell import run_cell
-from ..drive.census import Earlier, censuses, handed_over
+from ..drive.census import censuses, handed_over
 from ..drive.context import CellRuns
 from ..drive.overlap import own_workers, sweep_room
 from ..envs.venvs import BuildError
@@ -56,7 +56,8 @@ class Invocation:
     `slots`: one child process per GPU slot at a time (scheduler.py), started with `noxfile` and `child_args`.
     A `child` sweep (one cell, started by a parent's scheduler) stores its results and writes no report,
     sweep.json or baseline: the parent does, once every child is done. `earlier`: results of this sweep
-    stored by other children that a mode reads (teeth's census). `room`: what room.py decided for the slots
+    stored by other children that a mode reads (teeth's census), and `census_files`: those a parent hands over
+    while a teeth started early runs (census.py). `room`: what room.py decided for the slots
     (logged; each run's -n cut to its share where it says so). With a `display`, the runs are watched
     (progress.py): one line as each starts and ends, pytest's output only in each run's log, the harness's
     own lines in <results>/sweep.log. Without one, the harness's lines go to `log` and pytest's output to
@@ -72,6 +73,7 @@ class Invocation:
     noxfile: Path | None = None
     child: bool = False
     earlier: dict[str, Result] | None = None
+    census_files: Mapping[str, Path] = field(default_factory=dict)
     room: Room | None = None
     display: Display | None = None
 
@@ -125,10 +127,10 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation,
         gpu_slots = (gpu_slots if wanted is None else distinct) * room.slots
     child_args = (*(["--rerun-failures", str(cmd.rerun_failures)] if cmd.rerun_failures else []),
                   *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
-    earlier = Earlier(censuses(matrix.workspace.results_dir, list(cmd.census), warn),
-                      later=handed_over(list(cmd.census_file)))
+    earlier = censuses(matrix.workspace.results_dir, list(cmd.census), warn)
     how = dataclasses.replace(how, posargs=posargs, explicit=bool(cmd.select), slots=tuple(gpu_slots),
-                              child_args=child_args, earlier=earlier, room=room)
+                              child_args=child_args, earlier=earlier, census_files=handed_over(list(cmd.census_file)),
+                              room=room)
     return run(matrix, chosen, opts, how)
 
 
@@ -210,7 +212,7 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Option
     sweep.json and the baseline asked for."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
     plan = prepare(matrix, chosen, Options() if how.child else opts, how.explicit, how.log)
-    earlier = how.earlier if isinstance(how.earlier, Earlier) else dict(how.earlier or {})  # with its censuses
+    earlier = dict(how.earlier or {})  # with the censuses a parent named
     errors = dict(plan.errors)
     results = [] if how.slots else _serial(matrix.workspace, plan, how, earlier, errors)
     interrupted = None
@@ -251,7 +253,8 @@ def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Resul
             try:
                 results += run_cell(CellRuns(cell, resolved, ws, how.posargs, earlier,
                                              log if watch is None else watch.detail,
-                                             how.echo if watch is None else _quiet, watch=watch), modes)
+                                             how.echo if watch is None else _quiet, watch=watch,
+                                             census_files=how.census_files), modes)
             except (BuildError, StoreError, MatrixError) as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
                                      if isinstance(exc, MatrixError) else str(exc).splitlines()[0])

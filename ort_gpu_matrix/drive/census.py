@@ -1,11 +1,14 @@
-"""The require_cudnn census a teeth run reads: from this process, from a --gpus parent's hand-over, or from the store.
+"""Where a teeth run's require_cudnn census comes from: this process's results, or a file its parent writes.
 
 teeth checks its coverage against the require_cudnn census made moments before in the same venv,
-passed forward in memory rather than read back from a results dir that another run may have
-written. A `--gpus` sweep runs teeth in a child process of its own: its parent names the
-require_cudnn run it saw that child's sibling store in this sweep (`census_from_store`), and the
-child reads that run's own bundle, never the session's current file. Either way the census counts
-only when it came from the same venv fingerprint.
+passed forward rather than read back from a session's current file, which another run may have
+written. It reaches a teeth run by one of two ways, and teeth.py's TeethScope decides which, once:
+- this process's results (`earlier`): a run made here before it (a cell session, a serial sweep), or
+  one a `--gpus` parent named as the child started (`--census SESSION=RUN_ID`, `censuses`): the
+  require_cudnn run it saw that child's sibling store in this sweep, read from that run's own bundle;
+- a file its parent writes once require_cudnn's child has exited (`--census-file SESSION=PATH`,
+  handoff.py), for a scoped teeth started while require_cudnn still ran (earlyteeth.py): `handed`.
+Either way the census counts only when it came from the same venv fingerprint (`prior_of`).
 """
 from __future__ import annotations
 
@@ -22,21 +25,12 @@ from .handoff import HandoffError, wait_ref
 
 
 def prior_of(earlier: Mapping[str, Result], cell: Cell, mode: str, fingerprint: dict[str, object]) -> Result | None:
+    """The census `mode` reads among `earlier`: its require_cudnn's result, made in this venv; else None."""
     source = spec(mode).coverage_from
     if source is None:
         return None
     prior = earlier.get(cell.mode_session(source.value))
     return prior if prior is not None and prior.venv.fingerprint == fingerprint else None
-
-
-class Earlier(dict[str, Result]):
-    """This process's results that a later mode reads (teeth's census), by session; and `later`: the
-    require_cudnn sessions whose census a parent hands over while this process runs (a teeth started early,
-    handoff.py), each with the file it comes in."""
-
-    def __init__(self, found: Mapping[str, Result] | None = None, later: Mapping[str, Path] | None = None) -> None:
-        super().__init__(found or {})
-        self.later = dict(later or {})
 
 
 def handed_over(args: Sequence[str]) -> dict[str, Path]:
@@ -50,27 +44,25 @@ def handed_over(args: Sequence[str]) -> dict[str, Path]:
     return out
 
 
-def later_of(earlier: Mapping[str, Result], cell: Cell, mode: str) -> Path | None:
+def later_of(files: Mapping[str, Path], cell: Cell, mode: str) -> Path | None:
+    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one."""
     source = spec(mode).coverage_from
-    if source is None or cell.suite.teeth_scope != "cudnn" or not isinstance(earlier, Earlier):
+    if source is None or cell.suite.teeth_scope != "cudnn":
         return None
-    return earlier.later.get(cell.mode_session(source.value))
+    return files.get(cell.mode_session(source.value))
 
 
-def handed(path: Path, results_dir: Path, cell: Cell, mode: str, fingerprint: dict[str, object],
-            log: Callable[[str], None]) -> Result | None:
-    """The census the parent handed over, as `prior_of` would have it; None (and why, logged) where there is none."""
-    session = cell.mode_session(mode)
+def handed(path: Path, results_dir: Path, cell: Cell, mode: str,
+           fingerprint: dict[str, object]) -> tuple[Result | None, str | None]:
+    """The census the parent handed over in `path`, as `prior_of` would have it, waited for; or None and why."""
     try:
         ref, why = wait_ref(path)  # unbounded: the parent always writes it, and this process dies with the parent
         if ref is None:
-            log(f"{session}: no census was handed over: {term(why or '')}")  # read from a file: escaped
-            return None
+            return None, f"no census was handed over: {term(why or '')}"  # read from a file: escaped
         found = census_from_store(results_dir, ref)
     except (HandoffError, CensusError) as exc:
-        log(f"{session}: {exc}")
-        return None
-    return prior_of({found.session: found}, cell, mode, fingerprint)
+        return None, str(exc)
+    return prior_of({found.session: found}, cell, mode, fingerprint), None
 
 
 class CensusError(Exception):

@@ -6,8 +6,9 @@ command that runs it and read by everything below; a ModeRun (execute/request.py
 """
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from ..config.overrides import Workspace
@@ -31,7 +32,9 @@ class ModeWatcher(Protocol):
 @dataclass(frozen=True)
 class CellRuns:
     """One cell's mode runs in this process. `earlier`: this process's stored results by session, which a
-    later mode reads (teeth's census) and each run adds to. `log`: the harness's own lines; `echo`: pytest's."""
+    later mode reads (teeth's census) and each run adds to; `census_files`: the require_cudnn sessions whose
+    census a --gpus parent hands over while this process runs (--census-file), each with the file it comes in
+    (census.py). `log`: the harness's own lines; `echo`: pytest's."""
 
     cell: Cell
     resolved: Resolved
@@ -42,6 +45,7 @@ class CellRuns:
     echo: Say = print
     source: SourceTree | None = None  # the ORT release the tests come from, if any
     watch: ModeWatcher | None = None
+    census_files: Mapping[str, Path] = field(default_factory=dict)
 
     def mode_run(self, mode: str, venv: Venv) -> ModeRun:
         return ModeRun(self.cell, mode, self.resolved, venv, self.workspace)

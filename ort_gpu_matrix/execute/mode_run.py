@@ -273,9 +273,10 @@ class _Supervisor:
         """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned:
         where a run of what it keeps would collect other files, or get another -n, than this one started with."""
         waiting = time.time()
-        keep = later.resolve()
+        kept = later.resolve()
         waited = round(time.time() - waiting, 3)
-        same_n = keep is not None and later.workers(keep) == later.workers(later.basis)
+        keep = None if kept is None else kept.ids
+        same_n = kept is not None and list(kept.workers) == list(later.workers)
         r = self.run.resolved
         if keep is not None and narrowed(list(r.test_files), r.suite_root, keep) == list(self.tests) and same_n:
             write_atomic(self.files.selection, json.dumps(sorted(keep)))  # renamed into place: never read half

@@ -15,13 +15,22 @@ from ..plan.cells import Cell
 
 
 @dataclass(frozen=True)
+class Kept:
+    """What a teeth started early keeps once its census came, and the -n arguments a run of it gets."""
+
+    ids: Sequence[str]
+    workers: Sequence[str]
+
+
+@dataclass(frozen=True)
 class KeepLater:
-    """The node ids of a teeth started early (issue 24): `basis` (its last run's) narrows the files it starts on;
-    `resolve()` blocks until require_cudnn's census is stored and returns what to keep, or None: not to run."""
+    """The node ids of a teeth started early (issue 24): `basis` (its last run's) narrows the files it starts on,
+    and `workers` are the -n arguments it starts with, a run of `basis`'s (few_workers). `resolve()` blocks until
+    require_cudnn's census is stored and returns what to keep, or None: not to run."""
 
     basis: Sequence[str]
-    resolve: Callable[[], Sequence[str] | None]
-    workers: Callable[[Sequence[str]], list[str]]  # the -n arguments a run of these node ids gets (few_workers)
+    workers: Sequence[str]
+    resolve: Callable[[], Kept | None]
 
 
 @dataclass(frozen=True)
