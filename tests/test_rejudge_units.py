@@ -27,7 +27,8 @@ class First:
 
 
 REPORT = {"tests": {"t::a": {"outcome": "passed", "sdpa": [MATH]},
-                    "t::b": {"outcome": "failed", "message": "boom", "sdpa": [MATH]}}}
+                    "t::b": {"outcome": "failed", "message": "boom", "sdpa": [MATH]}},
+          "collected": {"gw0": 3, "gw1": 2}}  # the collecting processes' count, not the tests reported on
 FAILED = "1 unexpected failure(s): t::b failed: boom"
 
 
@@ -36,7 +37,7 @@ def test_a_cleared_failure_takes_its_reason_with_it_and_the_counts_follow():
     again = rejudge(Standard(judge_counts, PassExpect()), REPORT, {"t::b": T("t::b", "passed", "", (CUDNN,))},  # type: ignore[arg-type]
                     first, None)
     assert again.status is Status.PASS and again.reasons == []
-    assert again.counts == Counts(2, 2) and first.counts == Counts(2, 1, 1)
+    assert again.counts == Counts(3, 2) and first.counts == Counts(2, 1, 1)
     assert again.outcomes == {"t::a": "passed", "t::b": "passed"}
     assert again.dispatch == Dispatch({"t::a": [MATH], "t::b": [CUDNN]}, {MATH: 1, CUDNN: 1}, {MATH: 1, CUDNN: 1})
     assert again.teeth_coverage is None and again.tier_breaks == [] and again.ep == EpCensus()
@@ -45,9 +46,10 @@ def test_a_cleared_failure_takes_its_reason_with_it_and_the_counts_follow():
 def test_a_reason_the_expectations_did_not_give_stays_and_a_reason_still_given_is_given_again():
     crosscheck = "junit counts 1 failed, the probe 2"
     first = First([crosscheck, FAILED], Counts(2, 1, 1))
-    kept = rejudge(Standard(judge_counts, PassExpect()), REPORT, {"t::b": T("t::b", "passed", "", ())},  # type: ignore[arg-type]
+    uncounted = {"tests": REPORT["tests"]}  # no process counted what it collected: the tests reported on count
+    kept = rejudge(Standard(judge_counts, PassExpect()), uncounted, {"t::b": T("t::b", "passed", "", ())},  # type: ignore[arg-type]
                    first, None)
-    assert kept.status is Status.FAIL and kept.reasons == [crosscheck]
+    assert kept.status is Status.FAIL and kept.reasons == [crosscheck] and kept.counts == Counts(2, 2)
     still = rejudge(Standard(judge_counts, PassExpect(min_passed=3)), REPORT,  # type: ignore[arg-type]
                     {"t::b": T("t::b", "passed", "", ())}, First([FAILED, "only 1 passed, min_passed is 3"],
                                                                 Counts(2, 1, 1), ep=EpCensus(taken=True)), None)
@@ -62,9 +64,14 @@ def test_teeth_coverage_is_judged_again_only_where_it_was_checked_and_keeps_its_
     prior = Dispatch({"t::a": [CUDNN], "t::c": [CUDNN]})
     bite = {"t::c": T("t::c", "failed", TEETH_MESSAGE, ())}
     scoped = TeethCoverage(True, CUDNN, 2, 1, 1, [], ["t::c"], ["t::a"], "cudnn", 2)
-    first = First(["1 failure(s) other than the canary's: t::c failed: other"], Counts(2, 0, 2), scoped)
+    toothless = (f"1 toothless test(s): dispatched {CUDNN} in require_cudnn but did not fail with the verbatim "
+                 "message when MATH was forced: t::c")
+    first = First(["1 failure(s) other than the canary's: t::c failed: other", toothless], Counts(2, 0, 2), scoped)
     again = rejudge(Standard(judge_teeth, TeethExpect()), TEETH, bite, first, prior)  # type: ignore[arg-type]
     assert again.reasons == [] and again.status is Status.PASS
+    passed = rejudge(Standard(judge_teeth, TeethExpect()), TEETH, {"t::c": T("t::c", "passed", "", ())},  # type: ignore[arg-type]
+                     first, prior)
+    assert passed.reasons == [toothless]  # judged with require_cudnn's census, as the first run was
     assert again.teeth_coverage == TeethCoverage(True, CUDNN, 2, 2, 0, [], [], ["t::a", "t::c"], "cudnn", 2)
     unchecked = TeethCoverage(scope="cudnn", selected=2)
     assert rejudge(Standard(judge_teeth, TeethExpect()), TEETH, bite,  # type: ignore[arg-type]
