@@ -99,7 +99,7 @@ def test_no_module_imports_one_that_imports_it_back():
 
 
 # The engine's subpackages in data-flow order: each may import only those before it (and itself).
-LAYERS = ("util", "config", "plan", "host", "envs", "execute", "judge", "store", "drive", "compare", "report",
+LAYERS = ("util", "config", "plan", "host", "envs", "execute", "judge", "store", "compare", "drive", "report",
           "calibrate", "app")
 
 
@@ -129,6 +129,35 @@ def test_upward_sees_an_import_that_climbs():
 
 def test_no_subpackage_imports_a_later_one():
     assert upward(import_graph()) == []
+
+
+# Layers that decide without acting: they read what the others made and start nothing (no process, no venv,
+# no look at the host). Each may import only these layers, its own included; drive acts on what they decide.
+PURE = {"compare": {"util", "config", "plan", "judge", "store", "compare"}}
+
+
+def impure(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a pure layer that reaches a layer outside what it may import: `importer -> imported`."""
+    out = []
+    for here, edges in sorted(graph.items()):
+        parts = here.split(".")
+        own = parts[1] if parts[0] == "ort_gpu_matrix" and len(parts) > 1 else ""
+        if own not in PURE:
+            continue
+        out += [f"{here} -> {e}" for e in sorted(edges)
+                if e.startswith("ort_gpu_matrix.") and e.split(".")[1] not in PURE[own]]
+    return out
+
+
+def test_impure_sees_a_pure_layer_that_starts_something():
+    graph = {"ort_gpu_matrix.compare.x": {"ort_gpu_matrix.host.room", "ort_gpu_matrix.judge.verdicts",
+                                          "ort_gpu_matrix.compare.changes", "ort_matrix_probe.schema"},
+             "ort_gpu_matrix.drive.confirm": {"ort_gpu_matrix.execute.mode_run"}}
+    assert impure(graph) == ["ort_gpu_matrix.compare.x -> ort_gpu_matrix.host.room"]
+
+
+def test_compare_is_pure_it_imports_nothing_that_drives_executes_builds_or_reads_the_host():
+    assert impure(import_graph()) == []
 
 
 def test_the_engine_top_holds_only_its_init_and_the_layers():

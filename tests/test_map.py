@@ -42,9 +42,7 @@ OTHER_PROJECTS: dict[str, str] = {
 }
 
 # Files that another part of the same change creates, named here already: each entry goes once its file exists.
-PENDING: dict[str, str] = {
-    "drive/confirm.py": "compare/reruns.py moves to drive/ (issue 47: confirmation is driving, compare is pure)",
-}
+PENDING: dict[str, str] = {}
 
 PY_NAME = re.compile(r"(?<![\w/.$}*<-])((?:[\w.-]+/)*[\w-]+\.py)(?![\w/])")
 DOTTED = re.compile(r"\bort_gpu_matrix(?:\.\w+)+")

@@ -106,9 +106,9 @@ def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwh
     newer = store.load(harness.results / f"{session}.json")
     assert newer.run_id != older.run_id
     amended = dataclasses.replace(older, reasons=["amended"])
-    assert store.restore(harness.results, amended) is False
+    assert store.store_amended(harness.results, amended) is False
     assert json.loads((harness.results / f"{session}.json").read_text())["run_id"] == newer.run_id
     assert json.loads((harness.results / "runs" / session / older.run_id / "result.json").read_text())["reasons"] == [
         "amended"]
-    assert store.restore(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
+    assert store.store_amended(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
     assert json.loads((harness.results / f"{session}.json").read_text())["reasons"] == ["amended too"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.changes import Scope
-from ..compare.reruns import DEFAULT as CONFIRM_DEFAULT
+from ..drive.confirm import DEFAULT as CONFIRM_DEFAULT
 from ..host.host import Resolved
 from ..plan.cells import Cell
 from ..report.model import Report

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..compare.changes import Scope
-from ..compare.reruns import Reruns, confirm
 from ..config.model import Matrix
 from ..config.overrides import Workspace
 from ..drive import readback, scheduler
 from ..drive.batch import run_batch
 from ..drive.cell import run_cell
 from ..drive.census import censuses, handed_over
+from ..drive.confirm import Reruns, confirm
 from ..drive.context import CellRuns
 from ..drive.overlap import own_workers, sweep_room
 from ..envs.venvs import BuildError

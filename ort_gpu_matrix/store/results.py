@@ -357,7 +357,7 @@ def store(results_dir: Path, result: Result, artifacts: dict[str, Path], current
     return stored
 
 
-def restore(results_dir: Path, result: Result) -> bool:
+def store_amended(results_dir: Path, result: Result) -> bool:
     """A stored result, amended after its run (its confirmation), written over its bundle's copy and over the
     current one while that is still this run's (the caller holds the session's lock). False: a newer run of the
     session became current meanwhile, and stays so (the bundle still gets the amended copy)."""
