@@ -7,6 +7,7 @@
     calibrate.py  `calibrate`: the expectations that accept today's outcome, written for review
     bisection.py  `bisect`: which ORT build made a change the sweep confirmed
     noxfile.py  the noxfile the `ort-gpu-matrix` console script runs: these sessions against $MATRIX_TOML
+    errors.py   every session body wrapped once: an engine UserError ends the session with its message
 
 A wheel installs this directory as `ort_gpu_matrix.sessions`, so any noxfile registers the sessions with
 

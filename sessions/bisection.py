@@ -15,6 +15,8 @@ from typing import Any
 
 from ort_gpu_matrix.config.overrides import Overrides
 
+from .errors import user_errors
+
 
 def _count(text: str) -> int:
     if not text.isdigit():
@@ -43,13 +45,13 @@ def register(nox: Any, default_matrix: Path) -> None:
     overrides = Overrides.from_environ()
     matrix_file = overrides.matrix_toml or default_matrix
 
+    @user_errors("bisect: ")
     def bisect(session: Any) -> None:
         """Which ORT build changed the tests the last sweep confirmed (-- --versions A B C | --between A B | --wheels DIR)."""
-        from ort_gpu_matrix.app.bisect import BisectArgs, BisectError
+        from ort_gpu_matrix.app.bisect import BisectArgs
         from ort_gpu_matrix.app.bisect import bisect as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.report.render import bisect as render
-        from ort_gpu_matrix.util.errors import MatrixError
         from ort_gpu_matrix.util.fs import write_atomic
 
         posargs = list(session.posargs)
@@ -66,9 +68,6 @@ def register(nox: Any, default_matrix: Path) -> None:
                       args.confirm, args.resume, tuple(extra))
         try:
             record, where = engine(load_matrix(matrix_file, overrides), asked, log=session.log, echo=print)
-        except (MatrixError, BisectError) as exc:
-            session.error(f"bisect: {exc}")
-            return
         except KeyboardInterrupt:
             session.error("bisect: interrupted: the steps done are kept; the same command with --resume goes on")
             return

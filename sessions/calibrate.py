@@ -14,6 +14,8 @@ from typing import Any
 
 from ort_gpu_matrix.config.overrides import Overrides
 
+from .errors import user_errors
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nox -s calibrate --", exit_on_error=False)
@@ -35,15 +37,13 @@ def register(nox: Any, default_matrix: Path) -> None:
     overrides = Overrides.from_environ()
     matrix_file = overrides.matrix_toml or default_matrix
 
+    @user_errors("calibrate: ")
     def calibrate(session: Any) -> None:
         """Write the expectations that accept the chosen cells' outcome today (-- [SELECT ...] [--write PATH] [--from DIR])."""
         from ort_gpu_matrix.app.calibrate import CalibrateArgs
         from ort_gpu_matrix.app.calibrate import calibrate as engine
-        from ort_gpu_matrix.calibrate.gather import CalibrateError
         from ort_gpu_matrix.config.loader import load_matrix
-        from ort_gpu_matrix.plan.select import SelectionError
         from ort_gpu_matrix.report.render import color, live
-        from ort_gpu_matrix.util.errors import MatrixError
 
         try:
             args = _parser().parse_args(session.posargs)
@@ -52,15 +52,11 @@ def register(nox: Any, default_matrix: Path) -> None:
             return
         display = None if args.verbose or args.from_dirs else live.for_here(color.enabled())
         here = Path(session.invoked_from)  # nox runs from the noxfile's dir; paths are the user's
-        try:
-            asked = CalibrateArgs(write=here / args.write if args.write else None,
-                          from_dirs=[here / d for d in args.from_dirs], force=args.force,
-                          keep_stale=args.keep_stale, rounds=args.runs)
-            outcome = engine(load_matrix(matrix_file, overrides), args.select, asked,
-                             log=session.log if display is None else display.line, echo=print, display=display)
-        except (MatrixError, SelectionError, CalibrateError) as exc:
-            session.error(f"calibrate: {exc}")
-            return
+        asked = CalibrateArgs(write=here / args.write if args.write else None,
+                              from_dirs=[here / d for d in args.from_dirs], force=args.force,
+                              keep_stale=args.keep_stale, rounds=args.runs)
+        outcome = engine(load_matrix(matrix_file, overrides), args.select, asked,
+                         log=session.log if display is None else display.line, echo=print, display=display)
         print("\n".join(outcome.lines))
         if not outcome.written:
             session.error("calibrate: nothing was written (above: why)")

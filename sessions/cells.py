@@ -18,6 +18,8 @@ from ort_gpu_matrix.host.pythons import locate
 from ort_gpu_matrix.plan.cells import Cell, cells_of
 from ort_gpu_matrix.util.errors import MatrixError
 
+from .errors import user_errors
+
 if TYPE_CHECKING:
     from ort_gpu_matrix.store.results import Result
 
@@ -43,15 +45,14 @@ def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlie
     """The session bodies of one cell: `body(modes, print_table)` runs those modes (a cell session prints its
     table, and overlaps its modes where `noxfile` can start them as children)."""
     def body(modes: tuple[str, ...], print_table: bool) -> Callable[[Any], None]:
+        @user_errors()
         def session_body(session: Any) -> None:
             # imported here, not at registration: `nox -l` needs none of it
             from ort_gpu_matrix.drive.cell import run_cell
             from ort_gpu_matrix.drive.context import CellRuns
             from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
-            from ort_gpu_matrix.envs.venvs import BuildError
             from ort_gpu_matrix.host.room import RoomError, parse_wanted
             from ort_gpu_matrix.report.render import color, table
-            from ort_gpu_matrix.store.results import StoreError
 
             if isinstance(resolved, MatrixError):
                 session.error(str(resolved))  # raises
@@ -67,9 +68,6 @@ def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlie
                                             echo=print), modes, overlap)
             except RunsMissing as exc:  # the runs that stored a result are still shown
                 written, missing = exc.written, str(exc)
-            except (MatrixError, BuildError, StoreError, RoomError) as exc:
-                session.error(str(exc))  # raises
-                return
             if print_table:
                 print(table.render(cell.name, written, color.enabled()))
             else:

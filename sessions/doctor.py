@@ -6,12 +6,15 @@ from typing import Any
 
 from ort_gpu_matrix.config.overrides import Overrides
 
+from .errors import user_errors
+
 
 def register(nox: Any, default_matrix: Path) -> None:
     """`doctor`, the first default session."""
     overrides = Overrides.from_environ()
     matrix_file = overrides.matrix_toml or default_matrix
 
+    @user_errors()
     def doctor(session: Any) -> None:
         """What this host has for the matrix: pairings, libraries, GPUs, torch, venvs, interpreters."""
         from ort_gpu_matrix.app import doctor as engine

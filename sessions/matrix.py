@@ -9,16 +9,18 @@ from typing import Any
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.overrides import Overrides
 from ort_gpu_matrix.plan.cells import cells_of
-from ort_gpu_matrix.util.errors import MatrixError
+
+from .errors import user_errors
 
 
 def register(nox: Any, default_matrix: Path) -> None:
     overrides = Overrides.from_environ()
 
+    @user_errors()
     def matrix(session: Any) -> None:
         """Print the cells as GitHub Actions strategy.matrix JSON (-- --github [--select ...])."""
         from ort_gpu_matrix.plan.ci import github_matrix
-        from ort_gpu_matrix.plan.select import SelectionError, select
+        from ort_gpu_matrix.plan.select import select
 
         parser = argparse.ArgumentParser(prog="nox -s matrix --", exit_on_error=False)
         parser.add_argument("--github", action="store_true", required=True)
@@ -28,12 +30,8 @@ def register(nox: Any, default_matrix: Path) -> None:
         except (argparse.ArgumentError, SystemExit) as exc:
             session.error(f"matrix: {exc}; usage: {parser.format_usage().strip()}")
             return
-        try:
-            m = load_matrix(overrides.matrix_toml or default_matrix, overrides)
-            chosen = select(cells_of(m), args.select)
-        except (MatrixError, SelectionError) as exc:
-            session.error(str(exc))
-            return
+        m = load_matrix(overrides.matrix_toml or default_matrix, overrides)
+        chosen = select(cells_of(m), args.select)
         print(json.dumps(github_matrix(m, chosen)))
 
     nox.session(matrix, name="matrix", venv_backend="none", default=False)

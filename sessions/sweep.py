@@ -14,7 +14,8 @@ from typing import Any
 
 from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.overrides import Overrides
-from ort_gpu_matrix.util.errors import MatrixError
+
+from .errors import user_errors
 
 
 def _count(text: str) -> int:
@@ -83,14 +84,9 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> None:
-    from ort_gpu_matrix.app.outcome import Options, SweepError
+    from ort_gpu_matrix.app.outcome import Options
     from ort_gpu_matrix.app.sweep import Invocation, SweepArgs, from_command
-    from ort_gpu_matrix.drive.census import CensusError
-    from ort_gpu_matrix.host.gpus import GpuError
-    from ort_gpu_matrix.host.room import RoomError
-    from ort_gpu_matrix.plan.select import SelectionError
     from ort_gpu_matrix.report.render import color, live, terminal
-    from ort_gpu_matrix.store.baseline import BaselineError
 
     args, pytest_args = _args(session, "sweep")
     opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
@@ -101,11 +97,7 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
     display = None if args.verbose or args.child else live.for_here(color.enabled())
     how = Invocation(log=session.log if display is None else display.line, echo=print, noxfile=noxfile,
                      child=args.child, display=display)
-    try:
-        outcome = from_command(load_matrix(matrix_file, overrides), cmd, opts, how, session.warn)
-    except (MatrixError, SelectionError, BaselineError, GpuError, SweepError, RoomError, CensusError) as exc:
-        session.error(str(exc))
-        return
+    outcome = from_command(load_matrix(matrix_file, overrides), cmd, opts, how, session.warn)
     if args.child:
         if not outcome.ok:
             session.error("cell FAILED (its result says why)")
@@ -123,26 +115,21 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
 
 
 def _report(session: Any, matrix_file: Path, overrides: Any) -> None:
-    from ort_gpu_matrix.app.outcome import Options, SweepError
+    from ort_gpu_matrix.app.outcome import Options
     from ort_gpu_matrix.app.sweep import report_only
-    from ort_gpu_matrix.report.model import InputError, gather
+    from ort_gpu_matrix.report.model import gather
     from ort_gpu_matrix.report.render import terminal
-    from ort_gpu_matrix.store.baseline import BaselineError
 
     args, _ = _args(session, "report")
-    try:
-        matrix = load_matrix(matrix_file, overrides)
-        paths = args.paths or [matrix.workspace.results_dir]
-        results = gather(paths, latest=args.latest)
-        if not results:
-            session.error(f"no results in {', '.join(map(str, paths))}")
-            return
-        roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
-        outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
-                                                       allow_missing=args.allow_missing), roots)
-    except (MatrixError, InputError, BaselineError, SweepError) as exc:
-        session.error(str(exc))
+    matrix = load_matrix(matrix_file, overrides)
+    paths = args.paths or [matrix.workspace.results_dir]
+    results = gather(paths, latest=args.latest)
+    if not results:
+        session.error(f"no results in {', '.join(map(str, paths))}")
         return
+    roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
+    outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
+                                                   allow_missing=args.allow_missing), roots)
     print(terminal.render(outcome.report))
     print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
     for warning in outcome.warnings:
@@ -156,10 +143,12 @@ def register(nox: Any, default_matrix: Path, noxfile: Path) -> None:
     overrides = Overrides.from_environ()
     matrix_file = overrides.matrix_toml or default_matrix
 
+    @user_errors()
     def sweep(session: Any) -> None:
         """Run every cell this host can run (or --select), write the report, compare with --baseline."""
         _sweep(session, matrix_file, overrides, noxfile)
 
+    @user_errors()
     def report(session: Any) -> None:
         """Build the sweep report from result files or dirs (default: the results dir); runs nothing."""
         _report(session, matrix_file, overrides)

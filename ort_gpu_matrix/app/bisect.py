@@ -28,12 +28,12 @@ from ..plan.cells import Cell, cells_of
 from ..store import results
 from ..store.bisection import Bisection, RecordError, load
 from ..store.results import ResultError
-from ..util.errors import MatrixError
+from ..util.errors import MatrixError, UserError
 
 KINDS = ("test", "tier")  # the changes a bisect follows: a test's outcome, and the tiers it dispatched
 
 
-class BisectError(Exception):
+class BisectError(UserError):
     """Nothing was built: the message is one line that names what was wrong and the fix."""
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..util import packaged
+from ..util.errors import UserError
 
 USAGE = """\
 usage: ort-gpu-matrix [--matrix PATH] [NOX OPTIONS] [-- POSARGS]
@@ -31,7 +32,7 @@ usage: ort-gpu-matrix [--matrix PATH] [NOX OPTIONS] [-- POSARGS]
 NOXFILE_OPTIONS = ("-f", "--noxfile")
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A command line we cannot run; the message names the fix."""
 
 

@@ -14,11 +14,12 @@ from ..host.host import Resolved
 from ..plan.cells import Cell
 from ..report.model import Report
 from ..store.baseline import Baseline
+from ..util.errors import UserError
 
 SWEEP_VERSION = 3  # 3: confirm, unconfirmed, confirmation (the reruns), libs_unconfirmed
 
 
-class SweepError(Exception):
+class SweepError(UserError):
     """Something the sweep was asked for that it cannot do; found before any cell runs. Names the fix."""
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..config.loader import load_matrix
 from ..host import driver
 from ..host.pythons import find_interpreter
-from ..util.errors import MatrixError
+from ..util.errors import MatrixError, UserError
 from ..util.fs import UMASK
 from ..util.packaged import SUITES_VAR
 
@@ -216,7 +216,7 @@ def render(s: Survey) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-class InitError(Exception):
+class InitError(UserError):
     """Nothing was written; the message says why and what to do."""
 
 

@@ -24,12 +24,11 @@ from ..config.model import Matrix
 from ..config.overrides import Workspace
 from ..drive import readback, scheduler
 from ..drive.batch import run_batch
-from ..drive.cell import run_cell
+from ..drive.cell import CELL_ERRORS, run_cell
 from ..drive.census import censuses, handed_over
 from ..drive.confirm import Reruns, confirm
 from ..drive.context import CellRuns
 from ..drive.overlap import own_workers, sweep_room
-from ..envs.venvs import BuildError
 from ..execute.group import Interrupted
 from ..host.gpus import slots
 from ..host.host import check
@@ -40,7 +39,7 @@ from ..report import progress
 from ..report.model import GATES, Sweep, build
 from ..report.render.live import Display
 from ..store.baseline import Baseline, BaselineError, baselines_dir, resolve_baseline, save_path
-from ..store.results import Result, StoreError
+from ..store.results import Result
 from ..util.errors import MatrixError, anywhere
 from ..util.fs import unwritable, write_atomic
 from .outcome import Options, Plan, SweepError, SweepOutcome
@@ -255,7 +254,7 @@ def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Resul
                                              log if watch is None else watch.detail,
                                              how.echo if watch is None else _quiet, watch=watch,
                                              census_files=how.census_files), modes)
-            except (BuildError, StoreError, MatrixError) as exc:
+            except CELL_ERRORS as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
                                      if isinstance(exc, MatrixError) else str(exc).splitlines()[0])
                 log(f"sweep: {cell.name} stopped: {errors[cell.name]}")
@@ -275,7 +274,7 @@ def _confirmed(ws: Workspace, plan: Plan, opts: Options, how: Invocation, result
                     how.echo if how.display is None else _quiet,  # watched: pytest's output stays in the logs
                     given, wanted=opts.slots_per_gpu)
         return confirm(rr, plan.runnable, results, plan.before), None
-    except (BuildError, StoreError, MatrixError) as exc:  # the first runs stand, every change unconfirmed-checked
+    except CELL_ERRORS as exc:  # the first runs stand, every change unconfirmed-checked
         how.log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
         return results, None
     except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written

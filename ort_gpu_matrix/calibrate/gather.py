@@ -18,24 +18,23 @@ from ..config.model import expect_path
 from ..config.modes import MODES
 from ..config.overrides import Workspace
 from ..drive import scheduler
-from ..drive.cell import run_cell
+from ..drive.cell import CELL_ERRORS, run_cell
 from ..drive.context import CellRuns
-from ..envs.venvs import BuildError
 from ..host.host import Resolved, check
 from ..judge.verdicts import tests_of
 from ..plan.cells import Cell
 from ..report import progress
 from ..report.model import InputError, gather
 from ..report.render.live import Display
-from ..store.results import Result, StoreError
-from ..util.errors import MatrixError
+from ..store.results import Result
+from ..util.errors import MatrixError, UserError
 from .seen import CalibrationRun
 
 RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
 Say = Callable[[str], None]
 
 
-class CalibrateError(Exception):
+class CalibrateError(UserError):
     """Calibrate cannot go on; the message says what to do. Nothing was written."""
 
 
@@ -121,7 +120,7 @@ def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: in
                     results = run_cell(CellRuns(cell, resolved, workspace, (), {},
                                                 log if watch is None else watch.detail,
                                                 echo if watch is None else quiet, watch=watch), cell.modes)
-                except (BuildError, StoreError, MatrixError) as exc:
+                except CELL_ERRORS as exc:
                     raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
                 seen += [dataclasses.replace(s, round=n) for s in (seen_of(cell, r, [], say) for r in results)
                          if s is not None]

@@ -29,8 +29,8 @@ from ..host.room import cores
 from ..judge.verdicts import Verdict, refused
 from ..plan.cells import Cell
 from ..store import results
-from ..store.results import Result
-from ..util.errors import MatrixError
+from ..store.results import Result, StoreError
+from ..util.errors import MatrixError, UserError
 from ..util.escape import term
 from ..util.fs import mark_cache_dir
 from ..util.orphans import new_workdir
@@ -39,6 +39,10 @@ from .context import CellRuns
 from .overlap import Overlap, room_for, run_overlapped
 from .teeth import TeethScope, few_workers
 
+# What stops one cell and not the sweep (or calibrate) around it: its matrix entry, its venv's build, the
+# store of its result. Anything else a cell raises (a bad --slots-per-gpu, a census that cannot be read) is
+# the command's own problem and stops it whole; named once so the three callers cannot drift apart.
+CELL_ERRORS: tuple[type[UserError], ...] = (BuildError, StoreError, MatrixError)
 
 def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
     """One mode of the cell, from its session's lock to its stored result (attempt.py), with what it logs."""

@@ -20,6 +20,7 @@ from ..config.modes import Mode, spec
 from ..plan.cells import Cell
 from ..store import results
 from ..store.results import Result
+from ..util.errors import UserError
 from ..util.escape import term
 from .handoff import HandoffError, wait_ref
 
@@ -65,7 +66,7 @@ def handed(path: Path, results_dir: Path, cell: Cell, mode: str,
     return prior_of({found.session: found}, cell, mode, fingerprint), None
 
 
-class CensusError(Exception):
+class CensusError(UserError):
     """A --census reference that names no require_cudnn run in the results dir; the message says which."""
 
 

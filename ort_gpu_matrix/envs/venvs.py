@@ -29,13 +29,14 @@ from filelock import ReadWriteLock
 from ..host.host import Resolved
 from ..host.pythons import find_uv as find_uv  # host looks for uv's pythons with it too; libsets imports it from here
 from ..plan.cells import Cell
+from ..util.errors import UserError
 from ..util.fs import write_json
 
 FINGERPRINT = "ort-matrix-fingerprint.json"
 TORCH_PTH = "_ort_matrix_torch_env.pth"
 
 
-class BuildError(Exception):
+class BuildError(UserError):
     """An install step failed; the message says which and how it ended."""
 
 

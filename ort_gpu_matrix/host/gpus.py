@@ -20,10 +20,12 @@ import subprocess
 from collections.abc import Callable, Mapping
 from functools import cache
 
+from ..util.errors import UserError
+
 _LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
 
 
-class GpuError(Exception):
+class GpuError(UserError):
     """A --gpus value that cannot be used; the message says why."""
 
 

@@ -24,6 +24,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..util.errors import UserError
+
 # runs per GPU chosen unasked: measured, more runs with -n cut to their share of the cores beat fewer with the
 # whole -n, up to four (docs/evidence/one-gpu-cells-h200.md: the CPU, not the GPU, is what they share). A cell has
 # three only with a scoped teeth started with its pair (earlyteeth.py); a sweep has more. More than four is asked
@@ -33,7 +35,7 @@ MARGIN_MIB = 2048  # kept free beyond the runs' peaks: the CUDA context and allo
 UNKNOWN_SHARE = 4  # a run with no recorded peak counts as 1/UNKNOWN_SHARE of the GPU's memory
 
 
-class RoomError(Exception):
+class RoomError(UserError):
     """A --slots-per-gpu value that cannot be used; the message says which and what to give."""
 
 

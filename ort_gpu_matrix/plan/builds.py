@@ -23,12 +23,13 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..config.model import ID_PATTERN, Ort
+from ..util.errors import UserError
 
 PYPI = "https://pypi.org/simple/"
 SHOWN = 8  # versions named in an error
 
 
-class BuildsError(Exception):
+class BuildsError(UserError):
     """Builds that cannot be walked: the message is one line that names the input and the fix."""
 
 

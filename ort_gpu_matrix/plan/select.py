@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..util.errors import UserError
 from .cells import Cell
 
 
-class SelectionError(Exception):
+class SelectionError(UserError):
     """A --select that matches nothing; the message lists what exists."""
 
 

@@ -20,6 +20,7 @@ from ..compare.changes import Comparison, LibsDiff, Scope, add_stale_rules, comp
 from ..compare.unreproduced import Unconfirmed, filter_comparison, filter_libs, listed
 from ..store.baseline import Baseline
 from ..store.results import Result, ResultError, load
+from ..util.errors import UserError
 
 GATES = ("all", "regressions")
 
@@ -126,7 +127,7 @@ def build(results: list[Result], baseline: Baseline | None = None, baseline_name
                   listed(results), asked.confirm)
 
 
-class InputError(Exception):
+class InputError(UserError):
     """A results path that cannot be used; the message names it."""
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ..judge.eps import short_eps
 from ..util import typecheck
+from ..util.errors import UserError
 from ..util.fs import write_atomic
 from .results import Result
 
@@ -27,7 +28,7 @@ OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
-class BaselineError(Exception):
+class BaselineError(UserError):
     """A baseline that cannot be read or written; the message names the file and the fix."""
 
 

@@ -14,13 +14,14 @@ from typing import Any
 
 from ..plan.bisection import VERDICTS, BisectGroup, StepRun, groups, replayed
 from ..plan.builds import Build
+from ..util.errors import UserError
 from ..util.fs import write_json
 
 BISECT_VERSION = 1
 FILE = "bisect.json"
 
 
-class RecordError(Exception):
+class RecordError(UserError):
     """A bisect.json that cannot be resumed from; the message names the file and the fix."""
 
 

@@ -40,6 +40,7 @@ from ..judge.libraries import Libraries
 from ..judge.pollution import UNKNOWN, Pollution
 from ..judge.verdicts import Status, TeethCoverage, Verdict
 from ..util import typecheck
+from ..util.errors import UserError
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
 
@@ -54,7 +55,7 @@ READS = (1, 2, 3, 4, 5)  # a version 1 to 4 result has no subtests and its env i
 T = TypeVar("T")
 
 
-class ResultError(Exception):
+class ResultError(UserError):
     """A result file that cannot be read as a Result; the message names the file."""
 
 
@@ -296,7 +297,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
     )
 
 
-class StoreError(Exception):
+class StoreError(UserError):
     """The result could not be written; the message names the path and the cause."""
 
 

@@ -1,4 +1,12 @@
-"""Errors a user can act on: each names the file, the key, what is wrong and the fix."""
+"""Errors a user can act on: each names the file, the key, what is wrong and the fix.
+
+Every error a person can fix (a matrix key, a command-line value, a file to read or write, a venv that will
+not build) is a UserError, whatever layer raises it: a session catches the one base once
+(sessions/errors.py) and turns it into nox's failed status with the message, as nox maps a session's
+errors to its status in one place. What is not a UserError is a signal between the engine's own parts
+(execute/mode_run.py's EarlyAbandoned, drive/overlap.py's RunsMissing, execute/junit.py's JunitError,
+drive/handoff.py's HandoffError), caught where it is raised for, or a bug that should show its traceback.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +25,11 @@ class Problem:
         return f"{self.file}: {self.key}: {self.problem}\n    fix: {self.fix}"
 
 
-class MatrixError(Exception):
+class UserError(Exception):
+    """Something the person running the matrix can fix; the message says what and how, in one place."""
+
+
+class MatrixError(UserError):
     """Raised with every problem found, so one run shows them all."""
 
     def __init__(self, problems: list[Problem]):
