@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -208,3 +209,35 @@ def result(mode: str = "normal", outcomes: dict[str, str] | None = None, *, name
         log=None, junit=None, report=None, provenance=Provenance(), dispatch=Dispatch(), libraries=Libraries(),
         teeth_coverage=None, venv=VenvInfo("/v", {}), outcomes=outcomes)
     return Result(**{**fields, **kw})
+
+
+PF_EXITING = 0x4  # a task's flag (/proc/PID/stat, field 9) from the moment it starts to exit
+SIGKILL_BIT = 1 << (signal.SIGKILL - 1)  # in the pending masks of /proc/PID/status (SigPnd, ShdPnd)
+
+
+def still_running(pids: list[int]) -> list[int]:
+    """The processes that can still run code of their own. Not one that is gone, a zombie (dead, waiting for a
+    reaper that may not exist here), exiting, or with a SIGKILL pending: a SIGKILL takes effect when the process is
+    next scheduled, so right after it was sent the process is still listed but can do nothing more. Read at once:
+    no wait guesses how long a busy machine takes to schedule it, and a process the run left alone still counts."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state not in ("Z", "X") and not any(_task_ending(task) for task in tasks):
+            running.append(pid)
+    return running
+
+
+def _task_ending(task: Path) -> bool:
+    """One thread of a process: exiting, or a SIGKILL waits for it (every thread gets one when the process does)."""
+    try:
+        flags = int((task / "stat").read_text().rsplit(")", 1)[1].split()[6])
+        status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line)
+    except (FileNotFoundError, ProcessLookupError):
+        return False  # this thread ended; the process's state says the rest
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return bool(flags & PF_EXITING or pending & SIGKILL_BIT)

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import CELL, CHECKOUT_ROOT, PY, REPO, SUITES, VENV, Harness
+from helpers import CELL, CHECKOUT_ROOT, PY, REPO, SUITES, VENV, Harness, still_running
+
+from ort_gpu_matrix.envs.venvs import FINGERPRINT
 
 FAULTS_DIR = SUITES / "faults"
 TEETH = "[suite.s.expect.teeth]\nmin_failures = 1\n"
@@ -31,7 +33,9 @@ class Row:
 
     id: str
     inject: Callable[[Harness], dict]  # returns the stored result of the faulty run
-    reason: str  # must be one of the result's reasons, exactly, or a line of the session's output
+    # must be one of the result's reasons, exactly, or a line of the session's output; a callable gives it from
+    # what the injection chose (a hang's timeout)
+    reason: str | Callable[[Harness], str]
     check: Callable[[Harness, dict], None] = field(default=lambda h, r: None)
 
 
@@ -41,19 +45,6 @@ def _run(h: Harness, files, root=FAULTS_DIR, mode="normal", env=None, **kw) -> d
     h.last_output = run.output
     path = h.results / f"{CELL}-{mode}.json"
     return json.loads(path.read_text()) if path.exists() else {"reasons": [], "output": run.output}
-
-
-def _pids_alive(pids: list[int]) -> list[int]:
-    """Processes still running; a zombie (dead, waiting for a reaper that may not exist here) is not."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
 
 
 def _signalled(sig: signal.Signals, twice: bool = False, file: str = "test_slow.py"):
@@ -77,21 +68,31 @@ def _signalled(sig: signal.Signals, twice: bool = False, file: str = "test_slow.
         test_pid, test_pgid = map(int, mark.read_text().split())
         nox.send_signal(sig)
         sent = time.time()
+        seen = _until_stopping(nox, sig) if twice else ""  # the second signal, once nox handled the first
         if twice:
-            time.sleep(1)
             nox.send_signal(sig)
-        out, _ = nox.communicate(timeout=60)
+        out = seen + nox.communicate(timeout=60)[0]
         h.last_output = out
         h.stop_seconds = time.time() - sent
         h.exit_code = nox.returncode
-        time.sleep(0.5)
-        assert _pids_alive([test_pid]) == [], "pytest's test process outlived nox"
+        assert still_running([test_pid]) == [], "pytest's test process outlived nox"
         assert test_pgid != os.getpgid(0)
         assert list(tmpdir.iterdir()) == [], "the private dir leaked"
         path = h.results / f"{CELL}-normal.json"
         return json.loads(path.read_text()) if path.exists() else {"reasons": [], "output": out}
 
     return inject
+
+
+def _until_stopping(nox: subprocess.Popen, sig: signal.Signals) -> str:
+    """nox's output up to its line saying it stops pytest on `sig`: from then on a second signal is a second one,
+    not one that overtook the first. nox ends within its grace period whatever it says, so this never waits longer."""
+    seen = []
+    for line in iter(nox.stdout.readline, ""):
+        seen.append(line)
+        if f"{sig.name}: stopping pytest" in line:
+            return "".join(seen)
+    raise AssertionError(f"nox ended without saying it stops pytest on {sig.name}:\n" + "".join(seen)[-3000:])
 
 
 def _check_interrupted(sig_name: str):
@@ -178,7 +179,7 @@ def _two_builds(h: Harness) -> dict:
     env = {**os.environ, "MATRIX_TOML": str(h.matrix), "MATRIX_RESULTS": str(h.results), "MATRIX_VENVS": str(h.venvs)}
     first = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", f"{CELL}-normal"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(1.0)
+    _until_building(first, h.venvs / VENV)
     env2 = {**env, "MATRIX_RESULTS": str(h.tmp / "results-2")}
     second = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", f"{CELL}-normal"],
                             env=env2, capture_output=True, text=True, timeout=300)
@@ -188,18 +189,51 @@ def _two_builds(h: Harness) -> dict:
     return json.loads((h.tmp / "results-2" / f"{CELL}-normal.json").read_text())
 
 
+def _until_building(first: subprocess.Popen, venv: Path) -> None:
+    """Return once `first` is building `venv` (it exists, without the fingerprint a finished build writes last),
+    so the second run comes while the build is under way; fail if `first` ends or finishes its build first."""
+    deadline = time.monotonic() + 300  # only a bound against a run that hangs: the loop ends on an event
+    while not (venv.is_dir() and not (venv / FINGERPRINT).exists()):
+        assert first.poll() is None and not (venv / FINGERPRINT).exists(), \
+            "the first run ended, or built its venv, before this saw its build under way"
+        assert time.monotonic() < deadline, f"the first run did not start building {venv} within 300 s"
+        time.sleep(0.01)
+
+
 def _check_two_builds(h: Harness, r: dict) -> None:
     assert h.last_output.count("built venv") == 1, h.last_output
     assert "reusing venv" in h.last_output
     assert r["verdict"] == "pass"
 
 
-def _hang_in_worker(h: Harness) -> dict:
-    mark = h.tmp / "hung"
-    r = _run(h, ["test_hang.py"], suite_extra='timeout = 4\npytest_args = ["-n", "2"]', env={"FAULT_MARK": str(mark)})
-    h.hung_pid = int(mark.read_text())
-    time.sleep(0.5)
-    return r
+HANG_TIMEOUTS = (4, 16, 64)  # the suite timeouts a hang row runs under, the next only where the last came too soon
+
+
+def _hangs(suite_extra: str = ""):
+    """Run test_hang.py until the suite's timeout stops it while test_forever hangs, which is what the row is about.
+
+    The timeout counts from pytest's start, and on a busy machine pytest (and its xdist workers) may take longer
+    than that to reach the test: the timeout then stops a run that never hung. test_forever writes its mark as it
+    starts hanging, so a run stopped without the mark injected nothing; it runs again under the next, longer
+    timeout. Whether the fault happened is read from the mark, never guessed from how fast pytest starts; the
+    last timeout only bounds a machine too busy to start pytest at all."""
+
+    def inject(h: Harness) -> dict:
+        mark = h.tmp / "hung"
+        for timeout in HANG_TIMEOUTS:
+            r = _run(h, ["test_hang.py"], suite_extra=f"timeout = {timeout}\n{suite_extra}", env={"FAULT_MARK": str(mark)})
+            if mark.exists():
+                h.timeout, h.hung_pid = timeout, int(mark.read_text())
+                return r
+            assert r.get("stopped") == f"timed out after {timeout} s", ("a run ended before test_forever hung", r)
+        pytest.fail(f"test_forever never started hanging before the suite's timeout stopped pytest, under every "
+                    f"timeout tried ({', '.join(map(str, HANG_TIMEOUTS))} s): pytest took longer than that to reach it")
+
+    return inject
+
+
+def _hang_reason(h: Harness) -> str:
+    return f"timed out after {h.timeout} s; running: test_hang.py::test_forever"
 
 
 def _stale_build_dir(h: Harness) -> dict:
@@ -286,12 +320,11 @@ FAULTS = [
         "no test dispatched CUDNN_FLASH_ATTENTION (seen: no SdpaKernel token at all)",
         lambda h, r: r["warnings"] == ["1 SdpaKernel token(s) printed while no session that asked for the CUDA EP "
                                        "was running were not counted (CUDNN_FLASH_ATTENTION)"] or pytest.fail(r["warnings"])),
-    Row("a test hangs", lambda h: _run(h, ["test_hang.py"], suite_extra="timeout = 3"),
-        "timed out after 3 s; running: test_hang.py::test_forever"),
+    Row("a test hangs", _hangs(), _hang_reason),
     Row("a test outlives the suite's test_timeout", lambda h: _run(h, ["test_hang.py"], suite_extra="test_timeout = 2"),
         "1 unexpected failure(s): test_hang.py::test_forever failed: Failed: Timeout (>2.0s) from pytest-timeout."),
-    Row("a test hangs in an xdist worker", _hang_in_worker, "timed out after 4 s; running: test_hang.py::test_forever",
-        lambda h, r: _pids_alive([h.hung_pid]) == [] or pytest.fail("the hung xdist worker outlived the run")),
+    Row("a test hangs in an xdist worker", _hangs('pytest_args = ["-n", "2"]'), _hang_reason,
+        lambda h, r: still_running([h.hung_pid]) == [] or pytest.fail("the hung xdist worker outlived the run")),
     Row("SIGTERM to nox", _signalled(signal.SIGTERM), "interrupted (SIGTERM); running: test_slow.py::test_slow",
         _check_interrupted("SIGTERM")),
     Row("Ctrl-C (SIGINT) to nox", _signalled(signal.SIGINT), "interrupted (SIGINT); running: test_slow.py::test_slow",
@@ -344,7 +377,8 @@ def _matches(reason: str, r: dict, output: str) -> bool:
 def test_fault(harness, row):
     harness.last_output = ""
     r = row.inject(harness)
-    assert _matches(row.reason, r, harness.last_output), (r.get("reasons"), harness.last_output[-3000:])
+    reason = row.reason(harness) if callable(row.reason) else row.reason
+    assert _matches(reason, r, harness.last_output), (r.get("reasons"), harness.last_output[-3000:])
     row.check(harness, r)
     if row.id == "PYTEST_ADDOPTS in the caller's shell":
         assert r["verdict"] == "pass" and r["counts"]["passed"] == 2

@@ -299,13 +299,11 @@ def test_ctrl_c_while_a_cell_waits_on_its_side_rerun_stops_it_and_still_writes_t
         seen.append(line)
         if f"gpu-{PY}-x-require_cudnn: rerun 1 of 1" in line:
             break
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # normal's short rerun ends: the sweep now waits on the long one
-        ends = [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "end"]
-        if len(ends) == 3:
-            break
-        time.sleep(0.2)
-    time.sleep(1)
+    bundles = tmp_path / "results" / "runs" / f"gpu-{PY}-x-normal"
+    deadline = time.monotonic() + 120  # only a bound against a sweep that hangs: the loop ends on an event
+    while len([b for b in bundles.iterdir() if (b / "result.json").exists() and not b.name.startswith(".")]) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "normal's rerun was never stored"
+        time.sleep(0.05)  # until normal's short rerun is stored: then the sweep waits on the long one
     stopped_at = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
@@ -461,17 +459,17 @@ def test_ctrl_c_while_an_early_teeth_waits_stores_no_teeth_result_and_its_last_o
     env = {**fake_gpu(tmp_path, free="139000"), "MATRIX_CORES": "3"}
     assert cell_session(tmp_path, venvs, env=env).returncode == 0  # a last teeth run to start on
     last = stored(tmp_path, "teeth")
-    edit(m, 'SLOT_SLEEP_REQUIRE_CUDNN = "0"', 'SLOT_SLEEP_REQUIRE_CUDNN = "60"')
+    edit(m, 'SLOT_SLEEP_REQUIRE_CUDNN = "0"', 'SLOT_SLEEP_REQUIRE_CUDNN = "60", SLOT_MARK_COLLECTION = "1"')
     full = {**os.environ, "MATRIX_TOML": str(m), "MATRIX_RESULTS": str(tmp_path / "results"),
             "MATRIX_VENVS": str(venvs), **env}
     proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     teeth_log = tmp_path / "results" / "sweep-logs" / f"{CELL}-teeth.log"
     teeth_log.unlink()  # the first run's
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (teeth_log.exists() and "started early" in teeth_log.read_text()):
-        time.sleep(0.2)
-    time.sleep(3)  # its pytest collects, then waits; require_cudnn sleeps on
+    deadline = time.monotonic() + 120  # only a bound against a run that hangs: the loop ends on an event
+    while not any(r["event"] == "collected" and r["mode"] == "teeth" for r in map(json.loads, log.read_text().splitlines())):
+        assert time.monotonic() < deadline and proc.poll() is None, "teeth's pytest never collected its file"
+        time.sleep(0.05)  # until teeth's pytest collected: then it waits for its census; require_cudnn sleeps on
     assert "started early" in teeth_log.read_text(), teeth_log.read_text()[-2000:]
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=90)

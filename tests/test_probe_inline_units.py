@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import onnx  # noqa: F401  (onnx and onnxruntime imported once, here: pytester drops modules a test imports,
@@ -310,30 +311,34 @@ def test_dropped():
     monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "30")
     for name in ("ORT_MATRIX_PROGRESS", "ORT_MATRIX_DIGEST_FD", "ORT_MATRIX_CUDA_OPTIONS"):
         monkeypatch.delenv(name, raising=False)
-    collected = pytester.path / "collected"  # written by a hook that runs before the probe's (trylast) one
-    pytester.makeconftest("def pytest_collection_modifyitems(items):\n"
-                          f"    open({str(collected)!r}, 'w').close()\n")
+    main, written, ended = threading.main_thread(), {}, threading.Event()
 
-    def write_late():  # the keep file comes 0.6 s after collection ended, however long collection took
-        for _ in range(600):
-            if collected.exists():
-                time.sleep(0.6)
-                keep.write_text(json.dumps(["test_wait.py::test_kept"]))
-                return
-            time.sleep(0.05)
+    def waiting() -> bool:  # the probe's wait_for is on the main thread's stack: it waits for the file now
+        frame = sys._current_frames().get(main.ident)
+        while frame is not None and not (frame.f_code.co_filename.endswith("keepwait.py")
+                                         and "wait_for" in frame.f_code.co_name):  # mutmut renames it x_wait_for...
+            frame = frame.f_back
+        return frame is not None
+
+    def write_late():  # the keep file comes once the probe waits for it, however long collection took
+        while not waiting() and not ended.is_set():  # a run that never waits fails on the missing file
+            time.sleep(0.01)
+        written["at"] = round(time.time(), 3)  # as the marks are: rounding keeps their order
+        keep.write_text(json.dumps(["test_wait.py::test_kept"]))
 
     late = threading.Thread(target=write_late, daemon=True)
     late.start()
     rec = pytester.inline_run(*PLUGIN)
+    ended.set()
     late.join(timeout=60)
     rec.assertoutcome(passed=1)
     marks = json.loads(report.read_text())["timings"]["controller"]
-    assert 0.4 <= marks["kept"] - marks["keep_wait_start"] < 20  # it waited for the file, then went on at once
+    assert marks["keep_wait_start"] <= written["at"] <= marks["kept"]  # it waited for the file
+    assert marks["kept"] - written["at"] < 20  # then went on at once
     assert marks["keep_wait_start"] <= marks["kept"] <= marks["first_test_start"]
 
     keep.unlink()
     report.unlink()
-    (pytester.path / "conftest.py").unlink()
     monkeypatch.setenv("ORT_MATRIX_KEEP_WAIT_S", "0.3")
     result = pytester.runpytest_inprocess(*PLUGIN)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-from helpers import CELL, REPO, SUITES
+from helpers import CELL, REPO, SUITES, still_running
 
 KNOWN = '[suite.s.expect.normal]\nknown_failures = [{ test = "tracked", reason = "tracked on purpose" }]\n'
 HEADER = re.compile(r"test session starts|^platform linux|^rootdir:|^collected \d+ item|PASSED|"
@@ -158,8 +157,5 @@ def test_a_sweep_on_a_terminal_shows_one_live_line_and_ends_cleanly_on_ctrl_c(ha
     assert "Traceback" not in after
     # nothing is left running: the test's own process ended with the sweep
     events = [json.loads(ln) for ln in marks.read_text().splitlines()]
-    pids = {e["pid"] for e in events}
-    time.sleep(0.5)
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    pids = sorted({e["pid"] for e in events})
+    assert still_running(pids) == [], "the test's process outlived the sweep"
