@@ -274,7 +274,7 @@ def _amend(m: _Mode, prior: Result | None, n: int) -> Result:
     if coverage is not None and coverage.checked and census_from is not None and findings.coverage is not None:
         coverage = dataclasses.replace(findings.coverage, scope=coverage.scope, selected=coverage.selected)
     # the breaks follow the amended tests, as the reasons do: the tier table and the unexpected marks read them
-    breaks = [b.to_dict(mode) for b in findings.tier_breaks]
+    breaks = [b.record(mode) for b in findings.tier_breaks]
     return dataclasses.replace(r, verdict=Status.FAIL if reasons else Status.PASS, reasons=reasons, counts=counts,
                                dispatch=census(tests), teeth_coverage=coverage, tier_breaks=breaks,
                                outcomes={t.nodeid: t.outcome for t in tests}, confirmation=record,
