@@ -165,8 +165,9 @@ def _check_fields(hint: type, value: Any, where: str, out: list[str]) -> None:
             found: list[str] = []
             _check(stored_hint(f, hints[f.name]), value[f.name], at, found)
             how = spec(f)
-            wrong = how.rule(value[f.name]) if how is not None and how.rule is not None and not found else None
-            out.extend([*found, f"{at}: {wrong}"] if wrong else found)
+            if not found and how is not None and how.rule is not None and (wrong := how.rule(value[f.name])):
+                found.append(f"{at}: {wrong}")
+            out.extend(found)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             out.append(f"{where + '.' if where else ''}{f.name}: missing")
 
