@@ -77,7 +77,7 @@ REGRESSION_KINDS = (ChangeKind.VERDICT, ChangeKind.TEST, ChangeKind.TIER, Change
 CUDA = "CUDA"  # as a baseline line names the CUDA EP (eprules.short_eps)
 # what a change's before and after hold: an outcome, a verdict or a word (str), a count (int), tiers or library
 # files (a list), or nothing on that side (None)
-Value = str | int | list[str] | None
+ChangeValue = str | int | list[str] | None
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,12 @@ class Change:
     kind: ChangeKind
     cell: str
     mode: str | None
-    test: str | None  # the test; for kinds count and library, the counter or the library key
-    before: Value
-    after: Value
+    test: str | None  # the test; for count and library the counter or the key, for stale-rule the rule's pattern
+    before: ChangeValue
+    after: ChangeValue
 
     def to_dict(self) -> dict[str, Any]:
-        stored: dict[str, Any] = codec.encode(self)
-        return stored
+        return codec.as_dict(self)
 
     def line(self) -> str:
         where = " ".join(x for x in (self.cell, self.mode, self.test) if x)
@@ -121,8 +120,7 @@ class Comparison:
     KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected", "notes")
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        stored: dict[str, list[dict[str, Any]]] = codec.encode(self)
-        return stored
+        return codec.as_dict(self)
 
 
 def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,

@@ -32,8 +32,7 @@ class Unconfirmed:
     runs: list[str]
 
     def to_dict(self) -> dict[str, Any]:
-        stored: dict[str, Any] = codec.encode(self)
-        return stored
+        return codec.as_dict(self)
 
     def line(self) -> str:
         return f"{', '.join(self.checks)}: {self.cell} {self.mode} {self.test}: runs: {' | '.join(self.runs)}"

@@ -58,7 +58,7 @@ class Bisection:
             return None
         return len(self.builds) * self.whole_suite_s - self.step_seconds
 
-    def stored(self) -> _BisectJSON:
+    def as_stored(self) -> _BisectJSON:
         saved = self.saved_seconds
         return _BisectJSON(
             self.version, self.cell, self.mode, self.source, self.followed, self.builds, self.steps,
@@ -69,7 +69,7 @@ class Bisection:
 
     def save(self, where: Path) -> Path:
         path = where / FILE
-        write_json(path, codec.encode(self.stored()))
+        write_json(path, codec.encode(self.as_stored()))
         return path
 
 

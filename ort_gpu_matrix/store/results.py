@@ -151,7 +151,7 @@ class Result:
         return self.verdict is Status.PASS
 
     def to_dict(self) -> dict[str, Any]:
-        stored: dict[str, Any] = codec.encode(self)
+        stored = codec.as_dict(self)
         return {"schema_version": stored.pop("schema_version"), **stored}  # the version first, for a person reading
 
     @classmethod

@@ -60,6 +60,12 @@ def encode(value: Any) -> Any:
     return value
 
 
+def as_dict(record: Any) -> dict[str, Any]:
+    """A record's stored form: `encode`, for a record, whose stored form is always an object."""
+    out: dict[str, Any] = encode(record)
+    return out
+
+
 def _left_out(how: Stored, f: dataclasses.Field[Any], record: Any, held: Any) -> bool:
     if how.only_if is not None and not getattr(record, how.only_if):
         return True
