@@ -21,6 +21,7 @@ from ort_gpu_matrix.store.baseline import (
 )
 from ort_gpu_matrix.store.baseline import TestLine as Line
 from ort_gpu_matrix.store.results import Provenance
+from ort_gpu_matrix.util import codec
 
 CUDNN, MATH = "CUDNN_FLASH_ATTENTION", "MATH"
 AUDIT_A = {"by_name": {"cudnn": {"file": "/l/libcudnn.so.9", "version": 91400}, "cudart": {"file": None}},
@@ -115,7 +116,7 @@ def test_a_baseline_is_written_as_sorted_one_space_json_and_reads_back_whole(tmp
         ' "created": "2026-12-01T00:00:00+00:00",', ' "name": "rel"', "}", ""])
     b.save(tmp_path / "b.json")
     assert Baseline.load(tmp_path / "b.json") == b
-    old = ModeRecord.from_dict({"verdict": "fail", "counts": {}, "tests": {}})  # saved before isolation and scope
+    old = codec.decode(ModeRecord, {"verdict": "fail", "counts": {}, "tests": {}})  # saved before isolation and scope
     assert old == ModeRecord("fail", {}, {}, None, {}, {}, "all", "unknown")
     assert Baseline.of([]).name == "" and Baseline.of([], "x").name == "x"
 

@@ -4,8 +4,10 @@ tests to compare/changes.py's functions through its stats run)."""
 from __future__ import annotations
 
 from ort_gpu_matrix.compare.changes import Change, LibsDiff, Scope, add_stale_rules, compare, libs_comparison, show
+from ort_gpu_matrix.judge.stale import StaleRecord
 from ort_gpu_matrix.store.baseline import Baseline, ModeRecord
 from ort_gpu_matrix.store.baseline import TestLine as Line
+from ort_gpu_matrix.util import codec
 
 C = "c1"
 LIB = {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"], "cudart_by_name": ["/l/libcudart.so.13 (13000)"],
@@ -201,9 +203,9 @@ class _R:
 
 def test_stale_rules_are_improvements_in_cell_and_mode_order():
     cmp = compare(base({}), base({}))
-    add_stale_rules(cmp, [_R("b", "normal", [{"pattern": "t::x", "key": "known_failures", "what": "passes now"}]),
-                          _R("a", "teeth", [{"pattern": "t::y", "key": "known_toothless", "why": "old reason"},
-                                            {"pattern": "t::z", "key": "allowed_skips", "what": "w", "why": "y"}]),
+    add_stale_rules(cmp, [_R("b", "normal", [StaleRecord("normal", "known_failures", "t::x", "", "", "passes now")]),
+                          _R("a", "teeth", [StaleRecord("teeth", "known_toothless", "t::y", "", "old reason"),
+                                            StaleRecord("teeth", "allowed_skips", "t::z", "", "y", "w")]),
                           _R("a", "normal", [])])
     assert cmp.to_dict()["improvements"] == [
         ch("stale-rule", "t::y", "known_toothless", "old reason", "teeth", "a"),
@@ -357,7 +359,7 @@ def test_a_test_the_cuda_ep_no_longer_serves_is_an_ep_regression_only_where_both
     assert cmp_of(before, dataclasses.replace(after, ep_census=False))["regressions"] == []
     assert cmp_of(dataclasses.replace(before, ep_census=False), after)["improvements"] == []
     assert Line.decode("passed MATH ep=CUDA,CPU reruns=1") == Line("passed", ("MATH",), 1, ("CUDA", "CPU"))
-    assert ModeRecord.from_dict(after.to_dict()).ep_census is True
+    assert codec.decode(ModeRecord, codec.encode(after)).ep_census is True
 
 
 def test_a_grouped_test_is_everywhere_only_when_it_changed_in_every_place_of_its_group():

@@ -19,6 +19,7 @@ INTERNAL = {
     "RunsMissing": "sessions/cells.py: overlapped runs that stored nothing; the table still shows those that did",
     "JunitError": "drive/attempt.py: a missing junit file is a witness's reason in the verdict, not a crash",
     "HandoffError": "drive/census.py: a census that did not come is why the teeth has none, said in its result",
+    "CodecError": "store/results.py: the keys of a stored record that do not fit; each reader adds its file and fix",
 }
 
 

@@ -20,6 +20,7 @@ from ort_gpu_matrix.judge.verdicts import (
     scoped,
 )
 from ort_gpu_matrix.judge.witnesses import Evidence
+from ort_gpu_matrix.util import codec
 
 COUNTS = outcome_judge("normal")  # COUNTS, as a mode's judge is called: handed a census it never reads
 
@@ -128,14 +129,14 @@ def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rul
 
 
 def test_to_dicts_scoped_and_refused():
-    assert TeethCoverage().to_dict() == {"checked": False, "scope": "all"}
-    assert TeethCoverage(scope="cudnn", selected=3).to_dict() == {"checked": False, "scope": "cudnn", "selected": 3}
-    assert TeethCoverage(True, "FLASH_ATTENTION", 3, 2, 1, ["d"], ["u"], ["b1", "b2"]).to_dict() == {
+    assert codec.encode(TeethCoverage()) == {"checked": False, "scope": "all"}
+    assert codec.encode(TeethCoverage(scope="cudnn", selected=3)) == {"checked": False, "scope": "cudnn", "selected": 3}
+    assert codec.encode(TeethCoverage(True, "FLASH_ATTENTION", 3, 2, 1, ["d"], ["u"], ["b1", "b2"])) == {
         "checked": True, "tier": "FLASH_ATTENTION", "tier_tests": 3, "bitten": 2, "toothless": 1, "declared_toothless": ["d"],
         "undeclared_toothless": ["u"], "bitten_tests": ["b1", "b2"], "scope": "all"}
     s = StaleRule("known_failures", "t::x", "why", "no longer fails", ("c1",), "t::x (passed)")
     assert s.why == "no longer fails: t::x (passed)" and StaleRule("k", "p", "r", "w").why == "w"
-    assert s.to_dict("normal") == {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "why",
+    assert codec.encode(s.record("normal")) == {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "why",
                                    "why": "no longer fails: t::x (passed)", "what": "no longer fails"}
     v = judge(ev(report(PASSING)), Standard(COUNTS, PassExpect(), (), '/venv'))
     sv = scoped(v, "cudnn", 4)

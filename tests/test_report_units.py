@@ -16,6 +16,7 @@ from helpers import result
 
 from ort_gpu_matrix.compare.changes import Change, Comparison, Scope
 from ort_gpu_matrix.judge.counts import Counts
+from ort_gpu_matrix.judge.stale import StaleRecord
 from ort_gpu_matrix.judge.verdicts import Status
 from ort_gpu_matrix.report.model import InputError, Report, Sweep, build, gather
 from ort_gpu_matrix.report.render import markdown, terminal
@@ -75,8 +76,7 @@ def test_against_a_baseline_the_comparison_takes_the_sweeps_scope_its_known_flak
     before = Baseline.of([ran("c1", outcomes={"t::a": "passed", "t::f": "passed"}),
                           ran("c2", verdict=Status.FAIL, outcomes={"t::a": "failed"}),
                           ran("gone"), ran("left-out"), ran("chosen")])
-    stale = {"mode": "normal", "key": "known_failures", "pattern": "t::x", "reason": "r", "why": "no longer fails",
-             "what": "t::x passed"}
+    stale = StaleRecord("normal", "known_failures", "t::x", "r", "no longer fails", "t::x passed")
     now = [ran("c1", outcomes={"t::a": "failed", "t::f": "failed"}, verdict=Status.FAIL,
                known_flaky={"t::f": {"outcomes": ["passed", "failed"], "tiers": []}}, stale_rules=[stale]),
            ran("c2", verdict=Status.FAIL, outcomes={"t::a": "failed"}), ran("new")]

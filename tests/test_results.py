@@ -7,6 +7,7 @@ from helpers import CELL, PY, SUITES, Harness
 
 from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.store.results import SCHEMA_VERSION, Result, ResultError, load
+from ort_gpu_matrix.util import codec
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_a_file_that_is_not_a_result_is_refused(tmp_path):
 
 
 def test_unchecked_coverage_is_one_key():
-    assert TeethCoverage().to_dict() == {"checked": False, "scope": "all"}
+    assert codec.encode(TeethCoverage()) == {"checked": False, "scope": "all"}
     assert Result.__dataclass_fields__["schema_version"].default == SCHEMA_VERSION
 
 

@@ -17,6 +17,7 @@ from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.report import states as st
 from ort_gpu_matrix.store.confirmation import Confirmation, Rerun
 from ort_gpu_matrix.store.confirmation import TestRuns as Runs
+from ort_gpu_matrix.util import codec
 
 CUDNN, MATH, EFF, FLASH = "CUDNN_FLASH_ATTENTION", "MATH", "EFFICIENT_ATTENTION", "FLASH_ATTENTION"
 
@@ -67,7 +68,7 @@ def test_judge_names_each_broken_rule_its_tests_and_its_stale_rules():
                           tiers.Break(both, "f::TestEff::test_c", ())]
     assert got.stale == [tiers.Stale(skipped_only, "it matched no test that passed", ["f::x::test_skip (skipped)"]),
                          tiers.Stale(gone, tiers.GONE, [])]
-    assert got.breaks[0].to_dict("normal") == {
+    assert codec.encode(got.breaks[0].record("normal")) == {
         "mode": "normal", "nodeid": "f::TestEff::test_b", "function": "f::TestEff::test_b",
         "dispatched": f"{EFF}, {MATH}", "rule": "TestEff::", "only": EFF}
     assert tiers.judge([eff], tests[:1]) == tiers.TierFindings()
@@ -244,7 +245,7 @@ def test_function_of_reads_only_the_last_part_and_the_first_bracket():
     assert tiers.function_of("dir_1_x/t.py::test_a") == "dir_1_x/t.py::test_a"  # nor a path
     assert tiers.function_of("f.py::test_a[p[0]]") == "f.py::test_a"
     rule = TierRule("t", (EFF, FLASH))
-    assert tiers.Break(rule, "t::a", (MATH,)).to_dict("teeth")["only"] == f"{EFF}, {FLASH}"
+    assert codec.encode(tiers.Break(rule, "t::a", (MATH,)).record("teeth"))["only"] == f"{EFF}, {FLASH}"
 
 
 def test_a_flaky_rule_judges_every_test_it_matches_whatever_comes_before():
@@ -307,8 +308,8 @@ def test_a_pass_that_broke_a_tier_rule_is_unexpected_and_only_that_pass():
     """The grid marks red exactly the tests the tier rules failed: the broken pass (and xpass), never the other
     passes of the run, whether the result recorded `expected` or was stored before it did."""
     rule = TierRule("t::b", (CUDNN,))
-    breaks = [tiers.Break(rule, "t::b", (MATH,)).to_dict("normal"),
-              tiers.Break(rule, "t::bx", (MATH,)).to_dict("normal")]
+    breaks = [tiers.Break(rule, "t::b", (MATH,)).record("normal"),
+              tiers.Break(rule, "t::bx", (MATH,)).record("normal")]
     outcomes = {"t::b": "passed", "t::bx": "xpassed", "t::ok": "passed", "t::f": "failed"}
     for expected in ({"t::f": ex.KNOWN_FAILURE}, None):
         r = result("normal", outcomes, expected=expected, tier_breaks=breaks)

@@ -12,12 +12,12 @@ and the bisect stops there and says which test and why. The record is written af
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..compare.changes import Change, ChangeKind
 from ..config.model import Matrix
 from ..config.modes import MODES
 from ..drive.bisect_step import ABSENT, Stepper
@@ -28,9 +28,11 @@ from ..plan.cells import Cell, cells_of
 from ..store import results
 from ..store.bisection import Bisection, RecordError, load
 from ..store.results import ResultError
+from ..util.codec import CodecError
 from ..util.errors import MatrixError, UserError
+from .outputs import read_changes
 
-KINDS = ("test", "tier")  # the changes a bisect follows: a test's outcome, and the tiers it dispatched
+KINDS = (ChangeKind.TEST, ChangeKind.TIER)  # the changes a bisect follows: a test's outcome, the tiers it dispatched
 
 
 class BisectError(UserError):
@@ -59,7 +61,7 @@ class Followed:
     mode: str
     source: str
     tests: dict[str, str]  # test -> the change, as people read it
-    good: dict[str, tuple[str, object]] = field(default_factory=dict)  # test -> (kind, the baseline's value)
+    good: dict[str, Change] = field(default_factory=dict)  # test -> its change: `before` is the baseline's value
 
 
 def _cell(matrix: Matrix, name: str) -> Cell:
@@ -100,17 +102,18 @@ def follow(matrix: Matrix, asked: BisectArgs) -> Followed:
 def _from_sweep(matrix: Matrix, asked: BisectArgs, path: Path) -> Followed:
     what = "improvements" if asked.improvement else "regressions"
     try:
-        sweep = json.loads(path.read_text())
+        sweep = read_changes(path)
+    except CodecError as exc:
+        raise BisectError(f"{path}: is not a sweep's record ({exc}); fix: run nox -s sweep -- --baseline NAME again, "
+                          "or pick tests with --cell NAME --tests REGEX") from None
     except (OSError, ValueError):
         raise BisectError(f"{path}: no sweep to follow; fix: run nox -s sweep -- --baseline NAME first, or pick "
                           "tests with --cell NAME --tests REGEX") from None
-    changes = [c for c in sweep.get(what) or [] if isinstance(c, dict) and c.get("test") and c.get("kind") in KINDS
-               and c.get("cell") and c.get("mode")
-               and (asked.cell is None or c["cell"] == asked.cell) and (asked.mode is None or c["mode"] == asked.mode)]
-    places = sorted({(c["cell"], c["mode"]) for c in changes})
+    changes = [c for c in (sweep.improvements if asked.improvement else sweep.regressions) if _followable(c, asked)]
+    places = sorted({(c.cell, c.mode or "") for c in changes})
     narrowed = f" in {asked.cell or 'any cell'} {asked.mode or ''}".rstrip()
     if not places:
-        raise BisectError(f"{path}: the last sweep (baseline {sweep.get('baseline')!r}) has no confirmed {what} of a "
+        raise BisectError(f"{path}: the last sweep (baseline {sweep.baseline!r}) has no confirmed {what} of a "
                           f"test's outcome or tiers{narrowed}: the test set is empty; fix: "
                           + ("drop --improvement, or " if asked.improvement else "--improvement, or ")
                           + "pick tests with --cell NAME --tests REGEX")
@@ -119,12 +122,14 @@ def _from_sweep(matrix: Matrix, asked: BisectArgs, path: Path) -> Followed:
         raise BisectError(f"{path}: the last sweep's {what} are in {len(places)} cell modes; fix: pick one: {listed}")
     cell_name, mode = places[0]
     cell = _cell(matrix, cell_name)
-    tests: dict[str, str] = {}
-    good: dict[str, tuple[str, object]] = {}
-    for c in changes:
-        tests[c["test"]] = f"{c['kind']} {c['before']} -> {c['after']}"
-        good[c["test"]] = (c["kind"], c["before"])
-    return Followed(cell, mode, what, tests, good)
+    tests = {c.test: f"{c.kind} {c.before} -> {c.after}" for c in changes if c.test}
+    return Followed(cell, mode, what, tests, {c.test: c for c in changes if c.test})
+
+
+def _followable(c: Change, asked: BisectArgs) -> bool:
+    """A change of a test's outcome or tiers, in the cell and mode asked for (any, when not asked)."""
+    return bool(c.test and c.kind in KINDS and c.cell and c.mode and asked.cell in (None, c.cell)
+                and asked.mode in (None, c.mode))
 
 
 def builds(cell: Cell, resolved: Resolved, asked: BisectArgs) -> list[Build]:
@@ -154,22 +159,13 @@ def _good_problem(f: Followed, step: StepRun, build: Build) -> str | None:
         if got == ABSENT:
             return f"the good end {build.version} is not good: {test} did not run there"
         if test in f.good:
-            kind, before = f.good[test]
-            outcome, *tiers = got.split()
-            want = sorted(_tiers(before)) if kind == "tier" else before
-            have = sorted(tiers) if kind == "tier" else outcome
-            if have != want:
-                what = "tiers" if kind == "tier" else "outcome"
+            before, by_tier = f.good[test].before, f.good[test].kind == ChangeKind.TIER
+            outcome, *tiers = got.split()  # the step's own line (bisect_step.line): outcome, then its tiers
+            want = sorted(before) if by_tier and isinstance(before, list) else before
+            if (sorted(tiers) if by_tier else outcome) != want:
                 return (f"the good end {build.version} is not good: {test} gave {got!r} where the baseline has "
-                        f"{what} {before!r}; fix: an older good end")
+                        f"{'tiers' if by_tier else 'outcome'} {before!r}; fix: an older good end")
     return None
-
-
-def _tiers(value: object) -> list[str]:
-    """A tier change's value as the sweep stores it: a list, or the text reports show (`MATH, CUDNN_...`)."""
-    if isinstance(value, list):
-        return [str(x) for x in value]
-    return [t.strip() for t in str(value or "").split(",") if t.strip() and t.strip() != "(none)"]
 
 
 def _bad_problem(step: StepRun, build: Build) -> str | None:

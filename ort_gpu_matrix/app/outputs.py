@@ -1,7 +1,9 @@
 """What a sweep leaves behind: sweep.json, report.md and report.html, the baseline asked for, the step summary.
 
 A baseline is never shrunk, never overwritten silently and never fed the sweep's own regressions;
-an optional output (the step summary) that fails is a warning, never a lost run.
+an optional output (the step summary) that fails is a warning, never a lost run. What another session
+reads back from sweep.json (`nox -s bisect`: the confirmed changes) is a typed record, read through the
+codec, so a reader never parses the words a report shows.
 """
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ import json
 import os
 import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compare.changes import Comparison
+from ..compare.changes import Change, Comparison
 from ..report.render import html, markdown
 from ..store.baseline import Baseline
-from ..store.results import Result, current_path, plain
+from ..store.results import Result, current_path
+from ..util import codec
 from ..util.fs import write_atomic
 from .outcome import SWEEP_VERSION, Options, Plan, SweepOutcome
 
@@ -66,6 +70,22 @@ def summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
         log(f"warning: {warning}")
 
 
+@dataclass(frozen=True)
+class SweepChanges:
+    """Of sweep.json, what a bisect follows: the baseline the sweep compared with, and its confirmed changes
+    (a change a rerun did not reproduce is never among them: it is in `unconfirmed`)."""
+
+    baseline: str | None = None
+    regressions: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+
+
+def read_changes(path: Path) -> SweepChanges:
+    """sweep.json's changes, typed. codec.CodecError (a ValueError) names the key of JSON that is not a sweep's;
+    OSError or another ValueError: no JSON there."""
+    return codec.decode(SweepChanges, json.loads(path.read_text()))
+
+
 def document(results_dir: Path, outcome: SweepOutcome, started: str) -> dict[str, object]:
     report = outcome.report
     cmp = report.comparison.to_dict() if report.comparison else {k: [] for k in Comparison.KEYS}
@@ -82,7 +102,7 @@ def document(results_dir: Path, outcome: SweepOutcome, started: str) -> dict[str
         "unconfirmed": [u.to_dict() for u in report.unconfirmed],
         "libs_unconfirmed": [{"mode": d.mode, "cells": list(d.cells), "test": t, "left": a, "right": b}
                              for d in report.libs for t, a, b in d.unconfirmed],
-        "confirmation": {r.session: plain(r.confirmation) for r in report.results if r.confirmation is not None},
+        "confirmation": {r.session: codec.encode(r.confirmation) for r in report.results if r.confirmation is not None},
     }
 
 

@@ -39,32 +39,58 @@ order, not the release.
 """
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..judge.flaky import FlakySet, within
 from ..judge.libraries import cuda_major
 from ..judge.outcomes import FAILING
+from ..judge.verdicts import Status
 from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
+from ..util import codec
 
-REGRESSION_KINDS = ("verdict", "test", "tier", "ep", "teeth", "count", "library", "flaky")
+
+class ChangeKind(enum.StrEnum):
+    """What changed, as sweep.json names it (`kind`): scripts and `nox -s bisect` rely on these words."""
+
+    VERDICT = "verdict"
+    TEST = "test"
+    TIER = "tier"
+    EP = "ep"
+    TEETH = "teeth"
+    COUNT = "count"
+    LIBRARY = "library"
+    FLAKY = "flaky"
+    STALE_RULE = "stale-rule"  # an improvement: an expectation of the new run matched nothing
+    CELL = "cell"  # a mode only one side has: removed from the matrix, or added
+    NOT_SELECTED = "not selected"
+    MISSING = "missing"
+    ISOLATION = "isolation"  # a note: the two sides ran under different isolation
+
+
+REGRESSION_KINDS = (ChangeKind.VERDICT, ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP, ChangeKind.TEETH,
+                    ChangeKind.COUNT, ChangeKind.LIBRARY, ChangeKind.FLAKY)
 CUDA = "CUDA"  # as a baseline line names the CUDA EP (judge/eps.py, short_eps)
+# what a change's before and after hold: an outcome, a verdict or a word (str), a count (int), tiers or library
+# files (a list), or nothing on that side (None)
+ChangeValue = str | int | list[str] | None
 
 
 @dataclass(frozen=True)
 class Change:
-    kind: str
+    kind: ChangeKind
     cell: str
     mode: str | None
-    test: str | None
-    before: Any
-    after: Any
+    test: str | None  # the test; for count and library the counter or the key, for stale-rule the rule's pattern
+    before: ChangeValue
+    after: ChangeValue
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return codec.as_dict(self)
 
     def line(self) -> str:
         where = " ".join(x for x in (self.cell, self.mode, self.test) if x)
@@ -94,7 +120,7 @@ class Comparison:
     KEYS = ("regressions", "improvements", "added", "removed", "flaky", "missing", "not_selected", "notes")
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {k: [c.to_dict() for c in getattr(self, k)] for k in self.KEYS}
+        return codec.as_dict(self)
 
 
 def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
@@ -103,23 +129,23 @@ def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
     `eps_known`: both sides carried an EP census (a side from before it knows nothing of EPs)."""
     regressions, improvements = [], []
     if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
-        regressions.append(Change("test", cell, mode, test, "passed", at.outcome if at else "gone"))
+        regressions.append(Change(ChangeKind.TEST, cell, mode, test, "passed", at.outcome if at else "gone"))
     elif bt is None and at is not None and at.outcome in FAILING:
-        regressions.append(Change("test", cell, mode, test, "new", at.outcome))
+        regressions.append(Change(ChangeKind.TEST, cell, mode, test, "new", at.outcome))
     elif bt is not None and bt.outcome not in FAILING and at is not None and at.outcome in FAILING:
         # skipped or xfailed before, failing now: in a mode that was failing already, nothing else would say so
-        regressions.append(Change("test", cell, mode, test, bt.outcome, at.outcome))
+        regressions.append(Change(ChangeKind.TEST, cell, mode, test, bt.outcome, at.outcome))
     elif at is not None and at.outcome == "passed" and (bt is None or bt.outcome != "passed"):
-        improvements.append(Change("test", cell, mode, test, bt.outcome if bt else "new", "passed"))
+        improvements.append(Change(ChangeKind.TEST, cell, mode, test, bt.outcome if bt else "new", "passed"))
     if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
-        regressions.append(Change("tier", cell, mode, test, list(bt.tiers), list(at.tiers)))
+        regressions.append(Change(ChangeKind.TIER, cell, mode, test, list(bt.tiers), list(at.tiers)))
     if eps_known and bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
         before, after = CUDA in bt.eps, at.eps is not None and CUDA in at.eps
         shown = (eps_text(bt.eps), eps_text(at.eps))
         if before and not after:
-            regressions.append(Change("ep", cell, mode, test, *shown))
+            regressions.append(Change(ChangeKind.EP, cell, mode, test, *shown))
         elif after and not before:
-            improvements.append(Change("ep", cell, mode, test, *shown))
+            improvements.append(Change(ChangeKind.EP, cell, mode, test, *shown))
     return regressions, improvements
 
 
@@ -142,8 +168,8 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
         if scoped and at is None:
             continue  # left out by the scope on purpose; everything the run did hold is still compared
         if at is not None and at.reruns and at.outcome == "passed":
-            change = Change("flaky", cell, mode, test, "stable" if bt is None or not bt.reruns else f"{bt.reruns} rerun(s)",
-                            f"passed after {at.reruns} rerun(s)")
+            was = "stable" if bt is None or not bt.reruns else f"{bt.reruns} rerun(s)"
+            change = Change(ChangeKind.FLAKY, cell, mode, test, was, f"passed after {at.reruns} rerun(s)")
             cmp.flaky.append(change)
             if bt is not None and bt.outcome == "passed" and not bt.reruns:
                 cmp.regressions.append(change)
@@ -166,23 +192,23 @@ def _flaky_passes(counter: str, b: ModeRecord, a: ModeRecord, flaky: Mapping[str
 
 def _teeth(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
     if b.teeth and not a.teeth:  # coverage was checked before and is not now (a refused or census-less run)
-        cmp.regressions.append(Change("teeth", cell, mode, None, "coverage checked", "coverage not checked"))
+        cmp.regressions.append(Change(ChangeKind.TEETH, cell, mode, None, "coverage checked", "coverage not checked"))
         return
     if not b.teeth or not a.teeth:
         return
     for test in sorted(set(b.teeth["bitten"]) & set(a.teeth["toothless"])):
-        cmp.regressions.append(Change("teeth", cell, mode, test, "bitten", "toothless"))
+        cmp.regressions.append(Change(ChangeKind.TEETH, cell, mode, test, "bitten", "toothless"))
     for test in sorted(set(b.teeth["toothless"]) & set(a.teeth["bitten"])):  # nothing bitten: nothing listed
-        cmp.improvements.append(Change("teeth", cell, mode, test, "toothless", "bitten"))
+        cmp.improvements.append(Change(ChangeKind.TEETH, cell, mode, test, "toothless", "bitten"))
 
 
 def _library(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord) -> None:
     for key in ("cudnn_by_name", "cudart_by_name"):
         if b.library.get(key) and b.library.get(key) != a.library.get(key):
-            cmp.regressions.append(Change("library", cell, mode, key, b.library.get(key), a.library.get(key)))
+            cmp.regressions.append(Change(ChangeKind.LIBRARY, cell, mode, key, b.library.get(key), a.library.get(key)))
     new_copies = sorted(set(a.library.get("cudnn_copies", [])) - set(b.library.get("cudnn_copies", [])))
     if new_copies:
-        cmp.regressions.append(Change("library", cell, mode, "cudnn_copies", b.library.get("cudnn_copies"),
+        cmp.regressions.append(Change(ChangeKind.LIBRARY, cell, mode, "cudnn_copies", b.library.get("cudnn_copies"),
                                       a.library.get("cudnn_copies")))
 
 
@@ -198,12 +224,12 @@ class Scope:
 
 def _absent(cmp: Comparison, cell: str, mode: str, b: ModeRecord, scope: Scope | None) -> None:
     if scope is None or cell not in scope.in_matrix:
-        cmp.removed.append(Change("cell", cell, mode, None, b.verdict, None))
+        cmp.removed.append(Change(ChangeKind.CELL, cell, mode, None, b.verdict, None))
     elif (cell, mode) not in scope.chosen:
-        cmp.not_selected.append(Change("not selected", cell, mode, None, b.verdict, "not selected"))
+        cmp.not_selected.append(Change(ChangeKind.NOT_SELECTED, cell, mode, None, b.verdict, "not selected"))
     else:
         why = scope.not_run.get(cell, "no result came back")
-        cmp.missing.append(Change("missing", cell, mode, None, b.verdict, f"did not run: {why}"))
+        cmp.missing.append(Change(ChangeKind.MISSING, cell, mode, None, b.verdict, f"did not run: {why}"))
 
 
 def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
@@ -219,14 +245,14 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
                 _absent(cmp, cell, mode, b, scope)
                 continue
             if b is None:
-                cmp.added.append(Change("cell", cell, mode, None, None, a.verdict))
+                cmp.added.append(Change(ChangeKind.CELL, cell, mode, None, None, a.verdict))
                 continue
             if b.isolation != a.isolation:
-                cmp.notes.append(Change("isolation", cell, mode, None, b.isolation, a.isolation))
-            if b.verdict == "pass" and a.verdict != "pass":
-                cmp.regressions.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
-            elif b.verdict != "pass" and a.verdict == "pass":
-                cmp.improvements.append(Change("verdict", cell, mode, None, b.verdict, a.verdict))
+                cmp.notes.append(Change(ChangeKind.ISOLATION, cell, mode, None, b.isolation, a.isolation))
+            if b.verdict == Status.PASS and a.verdict != Status.PASS:
+                cmp.regressions.append(Change(ChangeKind.VERDICT, cell, mode, None, b.verdict, a.verdict))
+            elif b.verdict != Status.PASS and a.verdict == Status.PASS:
+                cmp.improvements.append(Change(ChangeKind.VERDICT, cell, mode, None, b.verdict, a.verdict))
             _tests(cmp, cell, mode, b, a, (flaky or {}).get((cell, mode)))
             _teeth(cmp, cell, mode, b, a)
             for counter in ("collected", "passed"):
@@ -235,7 +261,7 @@ def compare(before: Baseline, after: Baseline, scope: Scope | None = None,
                 if a.counts.get(counter, 0) + _flaky_passes(counter, b, a, (flaky or {}).get((cell, mode))) \
                         < b.counts.get(counter, 0):
                     # a hand-made record may leave a count out: it is read as 0 and shown as absent, `(none)`
-                    cmp.regressions.append(Change("count", cell, mode, counter, b.counts.get(counter),
+                    cmp.regressions.append(Change(ChangeKind.COUNT, cell, mode, counter, b.counts.get(counter),
                                                   a.counts.get(counter)))
             _library(cmp, cell, mode, b, a)  # a provenance change alone is no regression: the report shows it
     order = {k: i for i, k in enumerate(REGRESSION_KINDS)}
@@ -248,8 +274,7 @@ def add_stale_rules(cmp: Comparison, results: Iterable[Result]) -> None:
     the failure it accepted is gone, the toothless test bites, the skip no longer happens."""
     for r in sorted(results, key=lambda r: (r.cell.name, r.mode)):
         for s in r.stale_rules:
-            cmp.improvements.append(Change("stale-rule", r.cell.name, r.mode, s.get("pattern"), s.get("key"),
-                                           s.get("what") or s.get("why")))  # `what`: results before it have only `why`
+            cmp.improvements.append(Change(ChangeKind.STALE_RULE, r.cell.name, r.mode, s.pattern, s.key, s.kind))
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,16 @@ regression it was not told about.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ..store.baseline import Baseline
-from ..store.confirmation import Confirmation
+from ..store.confirmation import Confirmation, TestRuns
 from ..store.results import Result
-from .changes import Comparison, LibsDiff
+from ..util import codec
+from .changes import Change, ChangeKind, Comparison, LibsDiff
 
-PER_TEST = ("test", "tier", "ep")  # the regression kinds a rerun confirms (drive/confirm.py)
+PER_TEST = (ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP)  # the regression kinds a rerun confirms (drive/confirm.py)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Unconfirmed:
     runs: list[str]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return codec.as_dict(self)
 
     def line(self) -> str:
         return f"{', '.join(self.checks)}: {self.cell} {self.mode} {self.test}: runs: {' | '.join(self.runs)}"
@@ -58,14 +59,14 @@ def filter_comparison(cmp: Comparison, results: list[Result], baseline: Baseline
     rerun that "did not reproduce" says nothing (it may show this comparison's change in every run)."""
     recs = records(results)
 
-    def same_baseline(c: Any, t: Any) -> bool:
+    def same_baseline(c: Change, t: TestRuns) -> bool:
         if t.against is None:
             return True  # a record from before `against` was kept: as judged then
         record = baseline.cells.get(c.cell, {}).get(c.mode or "") if baseline is not None else None
-        line = record.tests.get(c.test) if record is not None else None
+        line = record.tests.get(c.test or "") if record is not None else None
         return bool(t.against == ("absent" if line is None else line.encode()))
 
-    def unconfirmed(c: Any) -> bool:
+    def unconfirmed(c: Change) -> bool:
         rec = recs.get((c.cell, c.mode or ""))
         t = rec.test(c.test) if rec is not None and c.test else None
         return t is not None and c.kind in PER_TEST and c.kind in t.unconfirmed and same_baseline(c, t)

@@ -99,7 +99,7 @@ def _amend(m: Suspects, prior: Result | None, n: int) -> Result:
     census_from = prior.dispatch if prior is not None and prior.venv.fingerprint == r.venv.fingerprint else None
     again = rejudge(Standard(outcome_judge(mode), m.cell.suite.expect[mode]), m.report, m.substitute, r, census_from)
     # the breaks follow the amended tests, as the reasons do: the tier table and the unexpected marks read them
-    breaks = [b.to_dict(mode) for b in again.tier_breaks]
+    breaks = [b.record(mode) for b in again.tier_breaks]
     return dataclasses.replace(r, verdict=again.status, reasons=again.reasons, counts=again.counts,
                                dispatch=again.dispatch, teeth_coverage=again.teeth_coverage, tier_breaks=breaks,
                                outcomes=again.outcomes, confirmation=record, ep=again.ep)

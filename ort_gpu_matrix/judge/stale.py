@@ -2,7 +2,7 @@
 
 A known failure that now passes, a toothless test that now bites, a skip that no longer happens: the
 verdict warns of each, calibrate drops it, and compare calls it an improvement. Here is what a stale
-rule says, and in which cells one counts.
+rule says, and in which cells one counts, and what a result keeps of one (StaleRecord).
 """
 from __future__ import annotations
 
@@ -31,13 +31,30 @@ class StaleRule:
         """What the run showed instead."""
         return f"{self.what}: {self.tests}" if self.tests else self.what
 
-    def to_dict(self, mode: str) -> dict[str, str]:
-        return {"mode": mode, "key": self.key, "pattern": self.pattern, "reason": self.reason, "why": self.why,
-                "what": self.what}
+    def record(self, mode: str) -> StaleRecord:
+        return StaleRecord(mode, self.key, self.pattern, self.reason, self.why, self.what)
 
     def warning(self) -> str:
         return f"stale rule: {self.key} {self.pattern!r} matched nothing in this run ({self.why}); " \
                "`nox -s calibrate` drops it"
+
+
+@dataclass(frozen=True)
+class StaleRecord:
+    """A stale rule as a result keeps it (`Result.stale_rules`): enough to name it and its kind of staleness
+    later, in a comparison or a report, without the expectations it was judged against."""
+
+    mode: str
+    key: str
+    pattern: str
+    reason: str
+    why: str  # what the run showed instead, with its tests
+    what: str = ""  # the kind of staleness; "" in results stored before it was kept, which have only `why`
+
+    @property
+    def kind(self) -> str:
+        """The kind of staleness, as a comparison groups it (`why` where a result predates `what`)."""
+        return self.what or self.why
 
 
 def stale_failures(rules: tuple[Rule, ...], failing: list[str], tests: list[TestResult]) -> list[StaleRule]:

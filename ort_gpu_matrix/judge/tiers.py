@@ -13,6 +13,9 @@ regex finds dispatched at least one tier, and only tiers the rule lists.
 - Tier names are an open list: a rule may name XQA or any tier a later ORT prints.
 - A rule that matches no test that passed is stale, like any other rule.
 
+A result keeps each break as a BreakRecord: the tiers, the rule's regex and its `only`, none of the
+rule's other text; the tiers are stored joined into one string, as they were first written.
+
 Grouping by test function (function_of) is shared by calibrate, which writes one rule per function,
 and by the report's tier table, which folds a function's parameterized cases into one row.
 """
@@ -28,6 +31,7 @@ from ort_matrix_probe.schema import parent_of
 from ..config.expectfile import literal_regex
 from ..config.kernels import MATH
 from ..config.model import TierRule
+from ..util.codec import stored
 from .counts import TestResult
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
@@ -72,10 +76,24 @@ class Break:
     def line(self) -> str:
         return f"{self.nodeid} dispatched {dispatched(self.tiers)}"
 
-    def to_dict(self, mode: str) -> dict[str, str]:
-        return {"mode": mode, "nodeid": self.nodeid, "function": function_of(self.nodeid),
-                "dispatched": ", ".join(dict.fromkeys(self.tiers)), "rule": self.rule.test,
-                "only": ", ".join(self.rule.only)}
+    def record(self, mode: str) -> BreakRecord:
+        return BreakRecord(mode, self.nodeid, function_of(self.nodeid), tuple(dict.fromkeys(self.tiers)), self.rule.test,
+                           tuple(self.rule.only))
+
+
+_JOINED = stored(joined=", ")  # `EFFICIENT_ATTENTION, MATH`: how results have always stored a list of tiers
+
+
+@dataclass(frozen=True)
+class BreakRecord:
+    """A break as a result keeps it (`Result.tier_breaks`): what the report's tier table and grid need."""
+
+    mode: str
+    nodeid: str
+    function: str  # function_of(nodeid), as it grouped when the run was judged
+    dispatched: tuple[str, ...] = field(metadata=_JOINED)  # each tier it dispatched once, in the order first seen
+    rule: str  # the rule's test regex
+    only: tuple[str, ...] = field(metadata=_JOINED)  # the tiers the rule allows
 
 
 @dataclass(frozen=True)

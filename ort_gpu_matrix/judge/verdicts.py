@@ -15,7 +15,6 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ort_matrix_probe.schema import ProbeReport
 
@@ -24,6 +23,7 @@ from ..config.model import DispatchExpect, PassExpect, Rule, TeethExpect
 from ..config.modes import Mode
 from ..execute.request import ModeRun
 from ..host.ortsource import SourceTree, skew
+from ..util.codec import stored
 from . import eps, subtests, tiers
 from .counts import Counts, Dispatch, TestResult, census, collected_of, count
 from .covers import rule_covers
@@ -49,12 +49,16 @@ class Status(enum.StrEnum):
     FAIL = "fail"
 
 
+_CHECKED = stored(only_if="checked")  # stored only where coverage was checked
+
+
 @dataclass(frozen=True)
 class TeethCoverage:
     """Which of require_cudnn's tests of the canary's tier the canary bit; unchecked without a fresh require_cudnn run.
 
     `tier` is the tier forcing MATH took away (cuDNN for ORT's tests; another where the suite's gate requires it),
-    and `tier_tests` how many tests dispatched it in require_cudnn.
+    and `tier_tests` how many tests dispatched it in require_cudnn. Stored unchecked, it is `checked` and the scope
+    alone: the counts of a check that did not happen are not zeros to read.
 
     `scope` says which tests teeth ran: "all" of the suite, or "cudnn", only those that dispatched
     cuDNN in require_cudnn plus those known_toothless names (`selected` of them). Counts of a scoped
@@ -62,23 +66,16 @@ class TeethCoverage:
     """
 
     checked: bool = False
-    tier: str = CUDNN
-    tier_tests: int = 0
-    bitten: int = 0
-    toothless: int = 0
-    declared_toothless: list[str] = field(default_factory=list)
-    undeclared_toothless: list[str] = field(default_factory=list)
-    bitten_tests: list[str] = field(default_factory=list)
+    tier: str = field(default=CUDNN, metadata=_CHECKED)
+    tier_tests: int = field(default=0, metadata=_CHECKED)
+    bitten: int = field(default=0, metadata=_CHECKED)
+    toothless: int = field(default=0, metadata=_CHECKED)
+    declared_toothless: list[str] = field(default_factory=list, metadata=_CHECKED)
+    undeclared_toothless: list[str] = field(default_factory=list, metadata=_CHECKED)
+    bitten_tests: list[str] = field(default_factory=list, metadata=_CHECKED)
     scope: str = "all"
-    selected: int | None = None  # with scope "cudnn": how many node ids teeth was given
-
-    def to_dict(self) -> dict[str, Any]:
-        scope = {"scope": self.scope, **({"selected": self.selected} if self.selected is not None else {})}
-        if not self.checked:
-            return {"checked": False, **scope}
-        return {"checked": True, "tier": self.tier, "tier_tests": self.tier_tests, "bitten": self.bitten, "toothless": self.toothless,
-                "declared_toothless": self.declared_toothless, "undeclared_toothless": self.undeclared_toothless,
-                "bitten_tests": self.bitten_tests, **scope}
+    # with scope "cudnn": how many node ids teeth was given
+    selected: int | None = field(default=None, metadata=stored(omit_default=True))
 
 
 @dataclass

@@ -11,13 +11,22 @@ whose reruns disagreed at a build is untestable there for that test alone. Pure:
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .builds import Build
 
-GOOD, BAD, SKIP = "good", "bad", "skip"
-VERDICTS = (GOOD, BAD, SKIP)
+
+class StepVerdict(enum.StrEnum):
+    """What one build says of one followed test: as at the good end, as at the bad end, or untestable there."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"
+
+
+GOOD, BAD, SKIP = StepVerdict.GOOD, StepVerdict.BAD, StepVerdict.SKIP
 
 
 @dataclass
@@ -40,7 +49,7 @@ class Spans:
         lo, hi = self.spans[test]
         return [i for i in range(lo + 1, hi) if i not in self.skipped[test]]
 
-    def record(self, index: int, verdicts: Mapping[str, str]) -> None:
+    def record(self, index: int, verdicts: Mapping[str, StepVerdict]) -> None:
         """One step's verdicts at build `index` (tests it did not run keep their span)."""
         for test, verdict in verdicts.items():
             lo, hi = self.spans[test]
@@ -114,7 +123,7 @@ class StepRun:
     index: int
     build: Build
     tests: tuple[str, ...]
-    verdicts: dict[str, str]
+    verdicts: dict[str, StepVerdict]
     lines: dict[str, list[str]] = field(default_factory=dict)
     skipped: str | None = None
     seconds: float = 0.0
@@ -123,8 +132,3 @@ class StepRun:
     def __post_init__(self) -> None:
         # milliseconds, as bisect.json stores them: a record read back renders exactly as the one that was written
         object.__setattr__(self, "seconds", round(self.seconds, 3))
-
-    def to_dict(self) -> dict[str, object]:
-        return {"index": self.index, "build": self.build.to_dict(), "tests": list(self.tests),
-                "verdicts": self.verdicts, "lines": self.lines, "skipped": self.skipped,
-                "seconds": self.seconds, "run_ids": self.run_ids}

@@ -47,9 +47,6 @@ class Build:
         assert re.fullmatch(ID_PATTERN, slug)
         return dataclasses.replace(base, id=f"{base.id}.v{slug}", requirement=self.requirement, wheel=self.wheel)
 
-    def to_dict(self) -> dict[str, str | None]:
-        return {"version": self.version, "requirement": self.requirement, "wheel": self.wheel}
-
 
 def dist_of(ort: Ort) -> str:
     """The distribution the cell installs (onnxruntime-gpu), from its requirement or its wheel's name."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..compare.changes import Comparison, LibsDiff, Scope, add_stale_rules, compare, libs_comparison
 from ..compare.unreproduced import Unconfirmed, filter_comparison, filter_libs, listed
+from ..judge.verdicts import Status
 from ..store.baseline import Baseline
 from ..store.results import Result, ResultError, load
 from ..util.errors import UserError
@@ -37,7 +38,7 @@ class Report:
     allow_missing: bool = False
     errors: dict[str, str] = field(default_factory=dict)  # cell -> what stopped it (a build, a store, a child)
     interrupted: str | None = None
-    baseline_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell, mode) -> pass/fail
+    baseline_verdicts: dict[tuple[str, str], Status] = field(default_factory=dict)  # (cell, mode) -> pass/fail
     unconfirmed: list[Unconfirmed] = field(default_factory=list)  # changes a confirmation rerun did not reproduce
     confirm: int | None = None  # --confirm N of the sweep (None: a report from files, or not asked)
 
@@ -46,7 +47,7 @@ class Report:
         return [r for r in self.results if not r.passed]
 
     def _failed_before(self, r: Result) -> bool:
-        return self.baseline_verdicts.get((r.cell.name, r.mode)) == "fail"
+        return self.baseline_verdicts.get((r.cell.name, r.mode)) == Status.FAIL
 
     @property
     def already_failing(self) -> list[Result]:

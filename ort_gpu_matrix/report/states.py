@@ -28,7 +28,7 @@ def state(result: Result, test: str) -> tuple[str, str | None]:
     """How a report shows one test of one run: (OK | EXPECTED | UNEXPECTED | NEUTRAL | UNKNOWN, the kind if
     expected). UNKNOWN: a failure or skip in a result stored before `expected` was recorded."""
     outcome = result.outcomes.get(test)
-    if outcome in JUDGED and any(b.get("nodeid") == test for b in result.tier_breaks):
+    if outcome in JUDGED and any(b.nodeid == test for b in result.tier_breaks):
         return UNEXPECTED, None  # a pass the tier rules fail (recorded before `expected` was, too)
     if result.expected is None:
         return ((OK, None) if outcome in ("passed", "xfailed") else

@@ -98,11 +98,9 @@ def tier_table(results: Sequence[Result], limit: int) -> TierTable:
         for nodeid in r.ep.hollow:
             rows.setdefault(function_of(nodeid), Row(function_of(nodeid))).hollow.add(nodeid)
         for b in r.tier_breaks:
-            row = rows.setdefault(b["function"], Row(b["function"]))
-            allowed = set(b["only"].split(", "))
-            tiers = [t for t in b["dispatched"].split(", ") if t]
-            row.marked |= {t for t in tiers if t not in allowed} or {NONE}
-            row.rules.add(b["rule"])
+            row = rows.setdefault(b.function, Row(b.function))
+            row.marked |= {t for t in b.dispatched if t not in b.only} or {NONE}
+            row.rules.add(b.rule)
     for row in rows.values():  # a case that dispatched in another cell is not silent
         row.silent -= {n for ids in row.by_tier.values() for n in ids}
     shown = sorted((r for r in rows.values() if r.by_tier or r.broken or r.asked), key=lambda r: (not r.broken, r.function))

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..judge.eps import short_eps
-from ..util import typecheck
+from ..judge.verdicts import Status
+from ..util import codec
+from ..util.codec import Textual, stored
 from ..util.errors import UserError
 from ..util.fs import write_atomic
 from .results import Result
@@ -33,7 +35,10 @@ class BaselineError(UserError):
 
 
 @dataclass(frozen=True)
-class TestLine:
+class TestLine(Textual):
+    """One test of a mode record, stored as one line (`passed CUDNN_FLASH_ATTENTION ep=CUDA reruns=1`), so a
+    baseline diffs as one line per test."""
+
     outcome: str
     tiers: tuple[str, ...] = ()  # the set of tiers it dispatched, sorted
     reruns: int = 0
@@ -77,42 +82,32 @@ class _LibraryJSON:
     stack_of: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class _ModeJSON:
-    verdict: Literal["pass", "fail"]
-    counts: dict[str, int]
-    tests: dict[str, str]
-    teeth: dict[str, list[str]] | None = None
-    library: _LibraryJSON | None = None
-    provenance: dict[str, str | float | None] | None = None
-    teeth_scope: Literal["all", "cudnn"] = "all"
-    isolation: Literal["restore", "report", "off", "unknown"] = "unknown"
-    ep_census: bool = False
-
-
-@dataclass(frozen=True)
-class _BaselineJSON:
-    baseline_version: int
-    cells: dict[str, dict[str, _ModeJSON]]
-    name: str = ""
-    created: str = ""
+def _teeth_lists(teeth: Any) -> str | None:
+    return "needs the lists bitten and toothless" if teeth is not None and set(teeth) != {"bitten", "toothless"} else None
 
 
 @dataclass(frozen=True)
 class ModeRecord:
-    verdict: str
+    """One cell's mode as a baseline keeps it. `library` and `provenance` stay plain summaries (a key a hand-made
+    record leaves out is None to a comparison), checked on load against the shape they are written in."""
+
+    verdict: Status
     counts: dict[str, int]
     tests: dict[str, TestLine]
-    teeth: dict[str, list[str]] | None  # bitten and toothless test ids, when coverage was checked
-    library: dict[str, Any]  # by-name cudnn and cudart (file and version), the cuDNN copies mapped
-    provenance: dict[str, Any]
-    teeth_scope: str = "all"  # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
+    # bitten and toothless test ids, when coverage was checked
+    teeth: dict[str, list[str]] | None = field(default=None, metadata=stored(rule=_teeth_lists))
+    # by-name cudnn and cudart (file and version), the cuDNN copies mapped
+    library: dict[str, Any] = field(default_factory=dict, metadata=stored(shape=_LibraryJSON | None))
+    provenance: dict[str, Any] = field(default_factory=dict,
+                                       metadata=stored(shape=dict[str, str | float | None] | None))
+    # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
+    teeth_scope: str = field(default="all", metadata=stored(shape=Literal["all", "cudnn"], omit_default=True))
     # restore, report or off: whether the run's tiers could depend on test order (pollution.py). "unknown":
     # saved before isolation existed (an optional key, so older baselines still read and older readers skip it)
-    isolation: str = "unknown"
+    isolation: str = field(default="unknown", metadata=stored(shape=Literal["restore", "report", "off", "unknown"]))
     # its run carried an EP census (results of schema 3): only then does a line without ep= mean "asked for no
     # CUDA session"; from older results, or baselines saved before it, nothing is known and no ep change is named
-    ep_census: bool = False
+    ep_census: bool = field(default=False, metadata=stored(omit_default=True))
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
@@ -124,20 +119,8 @@ class ModeRecord:
         if cov is not None and cov.checked:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
-        return cls(r.verdict.value, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
+        return cls(r.verdict, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
                    cov.scope if cov is not None else "all", r.isolation, r.ep.taken)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "counts": self.counts, "teeth": self.teeth, "library": self.library,
-                "provenance": self.provenance, "tests": {n: t.encode() for n, t in sorted(self.tests.items())},
-                **({"teeth_scope": self.teeth_scope} if self.teeth_scope != "all" else {}), "isolation": self.isolation,
-                **({"ep_census": True} if self.ep_census else {})}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModeRecord:
-        return cls(d["verdict"], d["counts"], {n: TestLine.decode(t) for n, t in d["tests"].items()}, d.get("teeth"),
-                   d.get("library") or {}, d.get("provenance") or {}, str(d.get("teeth_scope", "all")),
-                   str(d.get("isolation", "unknown")), bool(d.get("ep_census", False)))
 
 
 def library_summary(r: Result) -> dict[str, Any]:
@@ -158,6 +141,16 @@ def library_summary(r: Result) -> dict[str, Any]:
     return {"pinned": {k: v for k, v in r.libraries.pinned.items() if v}, "cudnn_copies": sorted(copies),
             **{f"{lib}_by_name": sorted(files) for lib, files in by_name.items()}, "cuda_stack": sorted(stack),
             "cuda_stacks": stacks, **({"stack_of": stack_of} if stack_of else {})}
+
+
+@dataclass(frozen=True)
+class _BaselineJSON:
+    """A baseline file as stored: its version beside the records."""
+
+    baseline_version: int
+    cells: dict[str, dict[str, ModeRecord]]
+    name: str = ""
+    created: str = ""
 
 
 def stack_line(x: Any) -> str:
@@ -203,8 +196,7 @@ class Baseline:
         return cls(cells, name)
 
     def to_json(self) -> str:
-        data = {"baseline_version": BASELINE_VERSION, "name": self.name, "created": self.created,
-                "cells": {c: {m: rec.to_dict() for m, rec in modes.items()} for c, modes in self.cells.items()}}
+        data = codec.encode(_BaselineJSON(BASELINE_VERSION, self.cells, self.name, self.created))
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     def save(self, path: Path) -> None:
@@ -225,22 +217,12 @@ class Baseline:
             version = data.get("baseline_version") if isinstance(data, dict) else None
             raise BaselineError(f"{path}: baseline_version {version!r} is not one this ort-gpu-matrix reads "
                                 f"({', '.join(map(str, READS))}); re-save it from the results it was made from")
-        wrong = typecheck.problems(_BaselineJSON, data)
-        for cell, modes in data["cells"].items() if not wrong else ():
-            for mode, rec in modes.items():
-                for test, line in rec["tests"].items():
-                    try:
-                        TestLine.decode(line)
-                    except ValueError as exc:
-                        wrong.append(f"cells.{cell}.{mode}.tests.{test}: {exc}")
-                wrong += [f"cells.{cell}.{mode}.teeth: needs the lists bitten and toothless"
-                          for teeth in [rec.get("teeth")] if teeth is not None and set(teeth) != {"bitten", "toothless"}]
-        if wrong:
-            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
-            raise BaselineError(f"{path}: is not a well-formed baseline: {'; '.join(wrong[:3])}{more}; "
-                                "re-save it with `nox -s sweep -- --save-baseline NAME`")
-        cells = {c: {m: ModeRecord.from_dict(rec) for m, rec in modes.items()} for c, modes in data["cells"].items()}
-        return cls(cells, str(data.get("name", "")), str(data.get("created", "")))
+        try:
+            read = codec.decode(_BaselineJSON, data)
+        except codec.CodecError as exc:
+            raise BaselineError(f"{path}: is not a well-formed baseline: {exc}; "
+                                "re-save it with `nox -s sweep -- --save-baseline NAME`") from None
+        return cls(read.cells, read.name, read.created)
 
     def merged_over(self, earlier: Baseline) -> tuple[Baseline, list[str]]:
         """This sweep's records over an earlier baseline's: what this sweep did not run is kept, and named."""

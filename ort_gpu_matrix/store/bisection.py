@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from ..plan.bisection import VERDICTS, BisectGroup, StepRun, groups, replayed
+from ..plan.bisection import BisectGroup, StepRun, groups, replayed
 from ..plan.builds import Build
+from ..util import codec
 from ..util.errors import UserError
 from ..util.fs import write_json
 
@@ -59,42 +59,51 @@ class Bisection:
             return None
         return len(self.builds) * self.whole_suite_s - self.step_seconds
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"bisect_version": self.version, "cell": self.cell, "mode": self.mode, "source": self.source,
-                "followed": self.followed, "builds": [b.to_dict() for b in self.builds],
-                "steps": [s.to_dict() for s in self.steps],
-                "groups": [{"tests": list(g.tests), "last_good": self.builds[g.last_good].version,
-                            "first_bad": self.builds[g.first_bad].version,
-                            "untested": [self.builds[i].version for i in g.untested], "located": g.located}
-                           for g in self.groups],
-                "left": self.left, "problem": self.problem, "interrupted": self.interrupted,
-                "located": self.located, "step_seconds": round(self.step_seconds, 3),
-                "whole_suite_s": self.whole_suite_s,
-                "saved_seconds": None if self.saved_seconds is None else round(self.saved_seconds, 3)}
+    def as_stored(self) -> _BisectJSON:
+        saved = self.saved_seconds
+        return _BisectJSON(
+            self.version, self.cell, self.mode, self.source, self.followed, self.builds, self.steps,
+            [_GroupJSON(list(g.tests), self.builds[g.last_good].version, self.builds[g.first_bad].version,
+                        [self.builds[i].version for i in g.untested], g.located) for g in self.groups],
+            self.left, self.problem, self.interrupted, self.located, round(self.step_seconds, 3), self.whole_suite_s,
+            None if saved is None else round(saved, 3))
 
     def save(self, where: Path) -> Path:
         path = where / FILE
-        write_json(path, self.to_dict())
+        write_json(path, codec.encode(self.as_stored()))
         return path
 
 
-def _build(d: Any) -> Build:
-    if not (isinstance(d, dict) and isinstance(d.get("version"), str)):
-        raise ValueError(f"a build must be an object with a version, not {d!r}")
-    return Build(d["version"], d.get("requirement"), d.get("wheel"))
+@dataclass(frozen=True)
+class _GroupJSON:
+    """A group as people read it in the file: builds by version. Read back, groups are found again from the steps."""
+
+    tests: list[str]
+    last_good: str
+    first_bad: str
+    untested: list[str]
+    located: bool
 
 
-def _step(d: Any, builds: list[Build]) -> StepRun:
-    if not isinstance(d, dict):
-        raise ValueError(f"a step must be an object, not {d!r}")
-    index = d["index"]
-    if not (isinstance(index, int) and 0 <= index < len(builds)) or _build(d["build"]) != builds[index]:
-        raise ValueError(f"step {d.get('index')!r} names no build of this bisect")
-    verdicts = d["verdicts"]
-    if not (isinstance(verdicts, dict) and all(v in VERDICTS for v in verdicts.values())):
-        raise ValueError(f"step {index}: verdicts must be {', '.join(VERDICTS)}")
-    return StepRun(index, builds[index], tuple(d["tests"]), dict(verdicts), dict(d.get("lines") or {}),
-                   d.get("skipped"), float(d.get("seconds") or 0), list(d.get("run_ids") or []))
+@dataclass(frozen=True)
+class _BisectJSON:
+    """bisect.json: the record, with what it adds up to (located, the seconds) written out for people and tools."""
+
+    bisect_version: int
+    cell: str
+    mode: str
+    source: str
+    followed: dict[str, str]
+    builds: list[Build]
+    steps: list[StepRun]
+    groups: list[_GroupJSON] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None
+    interrupted: bool = False
+    located: bool = False
+    step_seconds: float = 0.0
+    whole_suite_s: float | None = None
+    saved_seconds: float | None = None
 
 
 def load(where: Path) -> Bisection:
@@ -111,14 +120,15 @@ def load(where: Path) -> Bisection:
         raise RecordError(f"{path}: bisect_version {data.get('bisect_version') if isinstance(data, dict) else None!r} "
                           f"is not {BISECT_VERSION}; fix: run the bisect again without --resume")
     try:
-        builds = [_build(b) for b in data["builds"]]
-        steps = [_step(s, builds) for s in data["steps"]]
-        record = Bisection(str(data["cell"]), str(data["mode"]), str(data["source"]), dict(data["followed"]),
-                           builds, steps, problem=data.get("problem"), interrupted=bool(data.get("interrupted")),
-                           whole_suite_s=data.get("whole_suite_s"))
-        if data.get("groups") or data.get("left"):  # a walk that ended: its groups, from the steps that made them
-            record.groups, record.left = groups(replayed(len(builds), sorted(record.followed), steps))
-    except (KeyError, TypeError, ValueError) as exc:
+        read = codec.decode(_BisectJSON, data)
+        strays = [s.index for s in read.steps if not 0 <= s.index < len(read.builds) or s.build != read.builds[s.index]]
+        if strays:
+            raise ValueError(f"step {strays[0]!r} names no build of this bisect")
+        record = Bisection(read.cell, read.mode, read.source, read.followed, read.builds, read.steps,
+                           problem=read.problem, interrupted=read.interrupted, whole_suite_s=read.whole_suite_s)
+        if read.groups or read.left:  # a walk that ended: its groups, from the steps that made them
+            record.groups, record.left = groups(replayed(len(read.builds), sorted(record.followed), read.steps))
+    except (KeyError, ValueError) as exc:  # a CodecError names the key; a KeyError, a test the bisect did not follow
         raise RecordError(f"{path}: is not a well-formed bisect ({exc}); fix: run the bisect again without "
                           "--resume") from None
     return record

@@ -19,12 +19,10 @@ import secrets
 import shutil
 import socket
 import tempfile
-import types
-import typing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ort_matrix_probe.schema import OrtProvenance, ProbeReport, TorchProvenance
 
@@ -38,8 +36,10 @@ from ..judge.counts import Counts, Dispatch
 from ..judge.eps import EpCensus
 from ..judge.libraries import Libraries
 from ..judge.pollution import UNKNOWN, Pollution
+from ..judge.stale import StaleRecord
+from ..judge.tiers import BreakRecord
 from ..judge.verdicts import Status, TeethCoverage, Verdict
-from ..util import typecheck
+from ..util import codec
 from ..util.errors import UserError
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
@@ -52,7 +52,6 @@ SCHEMA_VERSION = 5  # 2: isolation and pollution, known_flaky and confirmation; 
 # result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION with those
 # tests as its tier_tests (_upgraded)
 READS = (1, 2, 3, 4, 5)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set
-T = TypeVar("T")
 
 
 class ResultError(UserError):
@@ -135,10 +134,10 @@ class Result:
     bundle: str | None = None  # runs/<session>/<run id>: this run's result, log, junit and report together
     stopped: str | None = None  # "interrupted (SIGINT)", "timed out after N s": the harness stopped the run
     gpu_memory: dict[str, Any] | None = None  # peak_mib, how, samples: nvidia-smi sampled through the run (gpumem.py)
-    stale_rules: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, key, pattern, reason, why
+    stale_rules: list[StaleRecord] = dataclasses.field(default_factory=list)  # expectations that matched nothing
     isolation: str = UNKNOWN  # restore, report or off, as the probe ran (pollution.py); unknown before version 2
     pollution: list[Pollution] = dataclasses.field(default_factory=list)  # what tests left changed, who, and its fate
-    tier_breaks: list[dict[str, str]] = dataclasses.field(default_factory=list)  # mode, nodeid, function, dispatched, rule, only
+    tier_breaks: list[BreakRecord] = dataclasses.field(default_factory=list)  # each test that broke a tier rule
     known_flaky: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)  # node id -> its rule's set
     confirmation: Confirmation | None = None  # its regressions rerun (drive/confirm.py); verdict and counts follow them
     # node id -> the kind of expectation that accepted its outcome (expected.py); None: stored before this was kept
@@ -154,8 +153,8 @@ class Result:
         return self.verdict is Status.PASS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version,
-                **{k: v for k, v in _plain(self).items() if k != "schema_version"}}
+        stored = codec.as_dict(self)
+        return {"schema_version": stored.pop("schema_version"), **stored}  # the version first, for a person reading
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
@@ -163,12 +162,11 @@ class Result:
         if version not in READS:
             raise ResultError(f"schema_version {version!r} is not one this ort-gpu-matrix reads "
                               f"({', '.join(map(str, READS))})")
-        data = _upgraded(data, version)
-        wrong = typecheck.problems(cls, data)
-        if wrong:
-            more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
-            raise ResultError("is not a well-formed result: " + "; ".join(wrong[:3]) + more)
-        return dataclasses.replace(_build(cls, data), schema_version=SCHEMA_VERSION)  # read, it is today's shape
+        try:
+            read = codec.decode(cls, _upgraded(data, version))
+        except codec.CodecError as exc:
+            raise ResultError(f"is not a well-formed result: {exc}") from None
+        return dataclasses.replace(read, schema_version=SCHEMA_VERSION)  # read, it is today's shape
 
 
 def _upgraded(data: dict[str, Any], version: int) -> dict[str, Any]:
@@ -178,55 +176,6 @@ def _upgraded(data: dict[str, Any], version: int) -> dict[str, Any]:
         rest = {k: v for k, v in cov.items() if k != "cudnn_tests"}
         data = {**data, "teeth_coverage": {**rest, "tier": CUDNN, "tier_tests": cov["cudnn_tests"]}}
     return data
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready data: nested dataclasses by their fields (or their own to_dict), enums by value."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        own = getattr(value, "to_dict", None)
-        if own is not None and not isinstance(value, Result):
-            return own()
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Status):
-        return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-plain = _plain  # for the sweep's own JSON (sweep.json), which holds parts of results
-
-
-def _build(cls: type[T], data: Any) -> T:
-    """A dataclass from its plain form, nested dataclasses and enums included; missing keys take defaults."""
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
-            continue
-        kwargs[f.name] = _field(hints[f.name], data[f.name])
-    return cls(**kwargs)
-
-
-def _field(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _build(hint, value)
-    item = typing.get_args(hint)[0] if typing.get_origin(hint) is list and typing.get_args(hint) else None
-    if isinstance(item, type) and dataclasses.is_dataclass(item):
-        return [_build(item, v) for v in value]
-    if hint is Status:
-        return Status(value)
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) is dict and len(args) == 2 and isinstance(args[1], type) \
-            and dataclasses.is_dataclass(args[1]):
-        return {k: _build(args[1], v) for k, v in value.items()}
-    return value
 
 
 def new_run_id(started: float) -> str:
@@ -288,10 +237,10 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         run_id=run_id,
         stopped=outcome.stopped,
         gpu_memory=outcome.gpu_memory,
-        stale_rules=[s.to_dict(mode) for s in verdict.stale_rules],
+        stale_rules=[s.record(mode) for s in verdict.stale_rules],
         isolation=isolation,
         pollution=polluters,
-        tier_breaks=[b.to_dict(mode) for b in verdict.tier_breaks],
+        tier_breaks=[b.record(mode) for b in verdict.tier_breaks],
         known_flaky=verdict.known_flaky,
         ep=verdict.ep,
     )

@@ -5,7 +5,7 @@ not build) is a UserError, whatever layer raises it: a session catches the one b
 (sessions/errors.py) and turns it into nox's failed status with the message, as nox maps a session's
 errors to its status in one place. What is not a UserError is a signal between the engine's own parts
 (execute/mode_run.py's EarlyAbandoned, drive/overlap.py's RunsMissing, execute/junit.py's JunitError,
-drive/handoff.py's HandoffError), caught where it is raised for, or a bug that should show its traceback.
+drive/handoff.py's HandoffError, util/codec.py's CodecError), caught where it is raised for, or a bug that should show its traceback.
 """
 from __future__ import annotations
 

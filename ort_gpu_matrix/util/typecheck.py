@@ -4,6 +4,11 @@ Result and baseline files are read back by sweeps and reports long after they we
 hand-edited or foreign file must fail when it is read, naming the field, never later in a
 comparison with a traceback after every cell has run. The typed dataclasses already say what each
 field holds, so the check is derived from them instead of from a second schema that could drift.
+
+Where a field is stored otherwise than its type says (a tuple of tier names as one string, a dict whose
+keys are checked by a record of their own, a key left out at its default), the field says so once, with
+`Stored` in its metadata; the check here and the codec that writes and builds records (codec.py) both
+read it. A `Textual` value is stored as one line of text and read back by its own `decode`.
 """
 from __future__ import annotations
 
@@ -11,7 +16,51 @@ import dataclasses
 import enum
 import types
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
+
+STORED = "stored"  # the dataclass field metadata key that holds a field's Stored
+
+
+class Textual:
+    """A value stored as one line of text: `encode` writes it, and `decode` reads it back or raises
+    ValueError saying what is wrong with the text (the check names the key it was found under)."""
+
+    def encode(self) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def decode(cls, text: str) -> Self:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """How one field is stored, where that is not simply its type."""
+
+    shape: Any = None  # the type the stored value is checked against, where it is stricter than the field's own
+    rule: Callable[[Any], str | None] | None = None  # one more check of a value of the right shape: what is wrong
+    joined: str | None = None  # a tuple of names stored as one string, joined by this
+    omit_default: bool = False  # not written while it holds its default (older readers never knew the key)
+    only_if: str | None = None  # written only while this other field of the record is true
+
+
+def stored(**how: Any) -> dict[str, Stored]:
+    """Field metadata: `field(default=..., metadata=stored(omit_default=True))`."""
+    return {STORED: Stored(**how)}
+
+
+def spec(f: dataclasses.Field[Any]) -> Stored | None:
+    found = f.metadata.get(STORED)
+    return found if isinstance(found, Stored) else None
+
+
+def stored_hint(f: dataclasses.Field[Any], hint: Any) -> Any:
+    """The type a field's stored value must have."""
+    how = spec(f)
+    if how is None:
+        return hint
+    return str if how.joined is not None else how.shape if how.shape is not None else hint
 
 _PLAIN: dict[Any, type | tuple[type, ...]] = {str: str, int: int, float: (int, float), bool: bool}
 
@@ -58,6 +107,9 @@ def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
         for i, v in enumerate(value):
             _check(item, v, f"{where}[{i}]", out)
         return
+    if isinstance(hint, type) and issubclass(hint, Textual):
+        _check_text(hint, value, where, out)
+        return
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         if value not in {m.value for m in hint}:
             out.append(f"{where}: expected one of {', '.join(repr(m.value) for m in hint)}, found {value!r}")
@@ -74,6 +126,16 @@ def _check(hint: Any, value: Any, where: str, out: list[str]) -> None:
         # bool is an int in Python; a count of `true` is as wrong as a count of "3"
         if not isinstance(value, want) or (hint is not bool and isinstance(value, bool)):
             out.append(f"{where or 'value'}: expected {_WANTED[hint]}, found {_name(value)} {_short(value)}")
+
+
+def _check_text(hint: type[Textual], value: Any, where: str, out: list[str]) -> None:
+    if not isinstance(value, str):
+        out.append(f"{where or 'value'}: expected a string, found {_name(value)} {_short(value)}")
+        return
+    try:
+        hint.decode(value)
+    except ValueError as exc:
+        out.append(f"{where or 'value'}: {exc}")
 
 
 def _check_union(args: tuple[Any, ...], value: Any, where: str, out: list[str]) -> None:
@@ -99,7 +161,13 @@ def _check_fields(hint: type, value: Any, where: str, out: list[str]) -> None:
     hints = typing.get_type_hints(hint)
     for f in dataclasses.fields(hint):
         if f.name in value:
-            _check(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name, out)
+            at = f"{where}.{f.name}" if where else f.name
+            found: list[str] = []
+            _check(stored_hint(f, hints[f.name]), value[f.name], at, found)
+            how = spec(f)
+            if not found and how is not None and how.rule is not None and (wrong := how.rule(value[f.name])):
+                found.append(f"{at}: {wrong}")
+            out.extend(found)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             out.append(f"{where + '.' if where else ''}{f.name}: missing")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from ...compare.changes import Change
+from ...compare.changes import Change, ChangeKind
 from ...compare.grouping import group, shorten
 from ...config.kernels import CUDNN, MATH, short_tier
 from ...judge.outcomes import FAILING
@@ -96,7 +96,7 @@ def _grid(report: Report, modes: list[str]) -> tuple[list[tuple[str, str]], list
     before: dict[tuple[str, str, str | None], list[Change]] = {}
     if report.comparison is not None:
         for ch in report.comparison.regressions + report.comparison.improvements:
-            if ch.test and ch.kind in ("tier", "test"):
+            if ch.test and ch.kind in (ChangeKind.TIER, ChangeKind.TEST):
                 before.setdefault((ch.test, ch.cell, ch.mode), []).append(ch)
     names = sorted({t for c, m in columns for t in by_cell[c][m].outcomes})
     prefix, short = shorten(names)
@@ -110,7 +110,7 @@ def _grid(report: Report, modes: list[str]) -> tuple[list[tuple[str, str]], list
                 cells.append({"cls": "t-absent", "text": "", "changed": None})
                 continue
             tiers = sorted(set(r.dispatch.tests.get(name, [])))
-            changed = sorted(before.get((name, c, m), []), key=lambda x: x.kind != "tier")  # the tier first
+            changed = sorted(before.get((name, c, m), []), key=lambda x: x.kind != ChangeKind.TIER)  # the tier first
             was = "; ".join(f"{_short(x.before)} → {_short(x.after)}" for x in changed)
             seen, kind = state(r, name)
             mark = {EXPECTED: " s-expected", UNEXPECTED: " s-unexpected"}.get(seen, "")

@@ -1,7 +1,7 @@
 """The lines every report form shares: one per cell and mode, one audit line per cell, the changes."""
 from __future__ import annotations
 
-from ...compare.changes import Change
+from ...compare.changes import Change, ChangeKind
 from ...compare.grouping import ChangeGroup
 from ...config.kernels import short_tier
 from ...host.ortsource import skew
@@ -67,7 +67,7 @@ def what_is_new(report: Report, g: ChangeGroup) -> str | None:
     kept = 0
     for cell, mode in g.places:
         moved = {c.test for c in (cmp.regressions if cmp else []) if c.cell == cell and c.mode == mode and c.test
-                 and c.kind in ("test", "tier", "teeth")}
+                 and c.kind in (ChangeKind.TEST, ChangeKind.TIER, ChangeKind.TEETH)}
         new += sorted(moved)
         r = results.get((cell, mode))
         if r is not None:
