@@ -41,11 +41,12 @@ def test_the_probe_imports_only_the_stdlib_and_pytest():
 
 
 def test_sessions_hold_session_definitions_and_nothing_of_the_engine():
-    """Every module in sessions/ registers sessions; none defines judging, running or parsing."""
+    """Every module in sessions/ registers sessions; none defines judging, running or parsing. errors.py registers
+    none: it is the one wrapper every registered body goes through, where an engine error becomes nox's status."""
     for path in (REPO / "sessions").glob("*.py"):
         tree = ast.parse(path.read_text())
         defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        assert "register" in defined, path
+        assert "register" in defined or (path.name == "errors.py" and defined == {"user_errors"}), path
         assert not any(isinstance(n, ast.ClassDef) for n in tree.body), f"{path} defines a class"
         # the packaged noxfile calls register and nothing else of ours
         assert path.name != "noxfile.py" or _imports(path) <= {"importlib", "os", "sys", "nox"}, path
