@@ -32,7 +32,6 @@ from .counts import TestResult
 from .covers import rule_covers
 from .outcomes import GONE, JUDGED, listing
 from .subtests import as_judged
-from .tiers import function_of
 
 CUDA_EP = "CUDAExecutionProvider"
 KIND_TEXT = {
@@ -231,15 +230,3 @@ def _cuda_runs(rule: CudaRunsRule, tests: Sequence[TestResult], census_: EpCensu
         return []
     return [f"cuda_runs rule {rule.test!r} (min {rule.min}) broken by {len(short)} test(s): {listing(short)}"]
 
-
-def cuda_rules(runs: Sequence[EpCensus], outcomes: Sequence[Mapping[str, str]]) -> list[str]:
-    """The test functions calibrate writes a cuda_runs rule for: every case that passed in every run ran on
-    CUDA (and at least one passed). `outcomes[i]` are the node id -> outcome of run i."""
-    by_function: dict[str, list[bool]] = {}
-    for census_, seen in zip(runs, outcomes, strict=True):
-        for nodeid, outcome in seen.items():
-            if outcome not in JUDGED:
-                continue
-            entry = census_.tests.get(nodeid)
-            by_function.setdefault(function_of(nodeid), []).append(bool(entry and entry.cuda_runs))
-    return sorted(f for f, ran in by_function.items() if ran and all(ran))
