@@ -65,7 +65,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         asked = BisectArgs(args.cell, args.mode, args.tests, args.improvement, tuple(args.versions),
                       tuple(args.between) if args.between else None, tuple(here / w for w in args.wheels),
                       args.confirm, args.resume, tuple(extra))
-        voice = Voice(log=session.log, echo=print, say=session.log, warn=session.warn)  # its steps, as it goes: nox's log
+        voice = Voice(log=session.log, echo=print, say=session.log, warn=session.warn)  # its steps go to nox's log
         try:
             record, where = engine(load_matrix(matrix_file, overrides), asked, voice)
         except (MatrixError, BisectError) as exc:

@@ -380,8 +380,8 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
     s = Stored(tmp_path, text)
     s.store("normal", NORMAL, cell="gpu-3.99-x")
     (tmp_path / "mine.toml").write_text("# someone's\n")
-    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.CalibrateArgs(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True),
-                           Voice.plain())
+    asked = appcal.CalibrateArgs(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True)
+    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], asked, Voice.plain())
     assert out.written == {"s": tmp_path / "mine.toml"}
     assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
                             "is set in one file only)")

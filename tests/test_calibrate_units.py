@@ -88,8 +88,8 @@ def test_toothless_reasons_from_the_census_of_the_same_venv():
 def calib(runs, s=None, old=None, inline=None, cells=None, keep=False):
     said = []
     s = s or runs[0].cell.suite
-    c = cal.SuiteCalibration(s, runs, inline or {}, old or {}, cells or {m: {r.cell.name for r in runs if r.mode == m}
-                                                                          for m in ("normal", "teeth")}, keep, Voice.plain(say=said.append))
+    cells = cells or {m: {r.cell.name for r in runs if r.mode == m} for m in ("normal", "teeth")}
+    c = cal.SuiteCalibration(s, runs, inline or {}, old or {}, cells, keep, Voice.plain(say=said.append))
     return c, said
 
 

@@ -555,7 +555,8 @@ def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_pa
 
     from ort_gpu_matrix.util.orphans import clean_stale_workdirs
 
-    code = ("import sys, time\nfrom ort_gpu_matrix.drive.handoff import Handoff\nfrom ort_gpu_matrix.util.voice import Voice\n"
+    code = ("import sys, time\nfrom ort_gpu_matrix.drive.handoff import Handoff\n"
+            "from ort_gpu_matrix.util.voice import Voice\n"
             "h = Handoff(Voice.plain()); print(h.dir, flush=True); time.sleep(120)\n")
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     live = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)

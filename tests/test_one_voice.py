@@ -39,10 +39,10 @@ def _aliases(tree: ast.Module) -> set[str]:
     """The module's own names for a line callable: `Say = Callable[[str], None]` at top level."""
     found = set()
     for node in tree.body:
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if value is not None and not isinstance(value, ast.Constant) and _is_line(value, set()):
-            found |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not isinstance(node.value, ast.Constant) and _is_line(node.value, set()):
+                found |= {t.id for t in targets if isinstance(t, ast.Name)}
     return found
 
 

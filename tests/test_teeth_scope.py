@@ -214,7 +214,8 @@ def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_it
         current.parent.mkdir(parents=True, exist_ok=True)
         current.write_text("{}")  # the session's last result
         calls.update(dict.fromkeys(calls, 0))
-        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), voice=Voice.plain(log=said.append), **kw), run)
+        voice = Voice.plain(log=said.append)
+        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), voice=voice, **kw), run)
 
     said = []
     here = scope_of(earlier={census.session: census})

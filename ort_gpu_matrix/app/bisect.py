@@ -241,7 +241,8 @@ def _ran(record: Bisection, where: Path, step: StepRun, voice: Voice) -> StepRun
     record.steps.append(step)
     record.save(where)
     counts = {v: sum(1 for x in step.verdicts.values() if x == v) for v in sorted(set(step.verdicts.values()))}
-    voice.say(f"bisect: {step.build.version}: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + f" ({step.seconds:.1f} s)")
+    voice.say(f"bisect: {step.build.version}: " + ", ".join(f"{v} {n}" for v, n in counts.items())
+              + f" ({step.seconds:.1f} s)")
     return step
 
 

@@ -312,7 +312,8 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     return found, stopped
 
 
-def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path], voice: Voice) -> SweepOutcome:
+def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path],
+                voice: Voice) -> SweepOutcome:
     """`nox -s report`: the same report from result files, running nothing.
 
     It writes report.json, never the results dir's sweep.json: that file says what a sweep ran, and a

@@ -258,7 +258,8 @@ def header(suite: Suite, runs: Sequence[CalibrationRun], rel: str) -> list[str]:
             f'Loaded with expect_file = "{rel}" on [suite.{suite.id}]; a key set here may not be set there too.']
 
 
-def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[str, DispatchExpect], voice: Voice) -> None:
+def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[str, DispatchExpect],
+                  voice: Voice) -> None:
     """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
     for s in runs:
         judge = outcome_judge(s.mode)

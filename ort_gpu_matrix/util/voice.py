@@ -44,4 +44,7 @@ class Voice:
     def plain(cls, *, log: Line | None = None, echo: Line | None = None, say: Line | None = None,
               warn: Line | None = None, events: ModeEvents | None = None) -> Voice:
         """Every channel printed as it comes, unless given here: what a script or a test without nox hears."""
-        return cls(log=log or print, echo=echo or print, say=say or print, warn=warn or print, events=events)
+        def given(line: Line | None) -> Line:
+            return print if line is None else line
+
+        return cls(log=given(log), echo=given(echo), say=given(say), warn=given(warn), events=events)
