@@ -40,6 +40,7 @@ from ort_gpu_matrix.envs.venvs import ensure_venv  # noqa: E402
 from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
 from ort_gpu_matrix.host.host import resolve  # noqa: E402
 from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
+from ort_gpu_matrix.util.voice import Voice, unheard  # noqa: E402
 
 PHASES = [("interpreter + pytest imports", "process_start", "probe_imported"),
           ("plugins and options", "probe_imported", "configured"),
@@ -125,7 +126,7 @@ def start_cost(results: Path) -> dict[str, dict]:
 
 def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]:
     r = resolve(cell, matrix.workspace)
-    with ensure_venv(cell, r, matrix.workspace.venvs_dir, log=lambda _: None) as venv:
+    with ensure_venv(cell, r, matrix.workspace.venvs_dir, Voice.plain(log=unheard)) as venv:
         pass
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
     test_env, _ = mode_env("normal", cell.suite, r, venv.path, {})

@@ -49,6 +49,7 @@ from ort_gpu_matrix.envs.venvs import ensure_venv, venv_name  # noqa: E402
 from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
 from ort_gpu_matrix.host.host import resolve  # noqa: E402
 from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
+from ort_gpu_matrix.util.voice import Voice, unheard  # noqa: E402
 
 PLUGINS = ["pytest-benchmark", "hypothesis", "pytest-cov", "pytest-timeout", "pytest-mock", "anyio"]
 # an installer: uv venv / uv pip, pip, virtualenv (nox itself runs `uv self version` at import: not an install)
@@ -74,7 +75,7 @@ def overhead(env: dict[str, str], matrix, cell, repeat: int, posargs: list[str])
     session = nox_cmd("-s", f"{cell.name}-normal", *(["--", *posargs] if posargs else []))
     subprocess.run(session, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     r = resolve(cell, matrix.workspace)
-    with ensure_venv(cell, r, matrix.workspace.venvs_dir, log=lambda _: None) as venv:
+    with ensure_venv(cell, r, matrix.workspace.venvs_dir, Voice.plain(log=unheard)) as venv:
         pass
     suite = cell.suite
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-"))
@@ -140,7 +141,7 @@ def cold_setup(matrix, cell, wheelhouse: Path, repeat: int) -> dict:
         root = Path(tempfile.mkdtemp(prefix=f"bench-cold-{backend}-"))
         c = dataclasses.replace(cell, settings=dataclasses.replace(settings, backend=backend))
         t = time.perf_counter()
-        with ensure_venv(c, rr, root, log=lambda _: None):
+        with ensure_venv(c, rr, root, Voice.plain(log=unheard)):
             took = time.perf_counter() - t
         shutil.rmtree(root, ignore_errors=True)
         return took

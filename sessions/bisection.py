@@ -53,6 +53,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.report.render import bisect as render
         from ort_gpu_matrix.util.fs import write_atomic
+        from ort_gpu_matrix.util.voice import Voice
 
         posargs = list(session.posargs)
         extra = posargs[posargs.index("--") + 1:] if "--" in posargs else []
@@ -66,8 +67,9 @@ def register(nox: Any, default_matrix: Path) -> None:
         asked = BisectArgs(args.cell, args.mode, args.tests, args.improvement, tuple(args.versions),
                       tuple(args.between) if args.between else None, tuple(here / w for w in args.wheels),
                       args.confirm, args.resume, tuple(extra))
+        voice = Voice(log=session.log, echo=print, say=session.log, warn=session.warn)  # its steps go to nox's log
         try:
-            record, where = engine(load_matrix(matrix_file, overrides), asked, log=session.log, echo=print)
+            record, where = engine(load_matrix(matrix_file, overrides), asked, voice)
         except KeyboardInterrupt:
             session.error("bisect: interrupted: the steps done are kept; the same command with --resume goes on")
             return

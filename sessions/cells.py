@@ -53,19 +53,21 @@ def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlie
             from ort_gpu_matrix.drive.overlap import Overlap, RunsMissing
             from ort_gpu_matrix.host.room import RoomError, parse_wanted
             from ort_gpu_matrix.report.render import color, table
+            from ort_gpu_matrix.util.voice import Voice
 
             if isinstance(resolved, MatrixError):
                 session.error(str(resolved))  # raises
                 return
             wanted, posargs = slots_option(list(session.posargs))
+            voice = Voice(log=session.log, echo=print, say=print, warn=session.warn)
             missing: str | None = None
             try:
                 overlap = Overlap(noxfile, parse_wanted(wanted)) if print_table and noxfile is not None else None
                 if wanted is not None and overlap is None:
                     raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
                                     "a mode session runs one mode")
-                written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, log=session.log,
-                                            echo=print), modes, overlap)
+                written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, voice), modes,
+                                   overlap)
             except RunsMissing as exc:  # the runs that stored a result are still shown
                 written, missing = exc.written, str(exc)
             if print_table:

@@ -87,6 +87,7 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
     from ort_gpu_matrix.app.outcome import Options
     from ort_gpu_matrix.app.sweep import Invocation, SweepArgs, from_command
     from ort_gpu_matrix.report.render import color, live, terminal
+    from ort_gpu_matrix.util.voice import Voice
 
     args, pytest_args = _args(session, "sweep")
     opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
@@ -95,9 +96,9 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
                   tuple(args.census_file), tuple(pytest_args))
     # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
     display = None if args.verbose or args.child else live.for_here(color.enabled())
-    how = Invocation(log=session.log if display is None else display.line, echo=print, noxfile=noxfile,
-                     child=args.child, display=display)
-    outcome = from_command(load_matrix(matrix_file, overrides), cmd, opts, how, session.warn)
+    voice = Voice(log=session.log if display is None else display.line, echo=print, say=print, warn=session.warn)
+    how = Invocation(voice, noxfile=noxfile, child=args.child, display=display)
+    outcome = from_command(load_matrix(matrix_file, overrides), cmd, opts, how)
     if args.child:
         if not outcome.ok:
             session.error("cell FAILED (its result says why)")
@@ -119,8 +120,11 @@ def _report(session: Any, matrix_file: Path, overrides: Any) -> None:
     from ort_gpu_matrix.app.sweep import report_only
     from ort_gpu_matrix.report.model import gather
     from ort_gpu_matrix.report.render import terminal
+    from ort_gpu_matrix.util.voice import Voice
 
     args, _ = _args(session, "report")
+    # it runs nothing: its one line of its own (a step summary it could not write) goes to stdout, with the report
+    voice = Voice(log=print, echo=print, say=print, warn=session.warn)
     matrix = load_matrix(matrix_file, overrides)
     paths = args.paths or [matrix.workspace.results_dir]
     results = gather(paths, latest=args.latest)
@@ -129,7 +133,7 @@ def _report(session: Any, matrix_file: Path, overrides: Any) -> None:
         return
     roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
     outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
-                                                   allow_missing=args.allow_missing), roots)
+                                                   allow_missing=args.allow_missing), roots, voice)
     print(terminal.render(outcome.report))
     print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
     for warning in outcome.warnings:

@@ -31,6 +31,7 @@ from ort_gpu_matrix.judge.verdicts import Status, TeethCoverage
 from ort_gpu_matrix.plan.cells import cells_of
 from ort_gpu_matrix.report.render.live import Display
 from ort_gpu_matrix.store.results import CellInfo, Provenance, load
+from ort_gpu_matrix.util.voice import Voice
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 CELL = "gpu-3.11-x"
@@ -63,7 +64,7 @@ class Stored:
         return path
 
     def calibrate(self, **kw) -> cal.Outcome:
-        return appcal.calibrate(self.matrix, [], appcal.CalibrateArgs(from_dirs=[self.results], **kw))
+        return appcal.calibrate(self.matrix, [], appcal.CalibrateArgs(from_dirs=[self.results], **kw), Voice.plain())
 
 
 NORMAL = {"t::ok": {"outcome": "passed", "sdpa": [CUDNN]}, "t::f": {"outcome": "failed", "message": "AssertionError: 1\nmore"},
@@ -131,7 +132,7 @@ def test_results_calibrate_cannot_use_are_named_and_skipped(tmp_path):
         s.calibrate()
     assert str(err.value) == "nothing to calibrate: no mode run of the chosen cells left a result to read"
     seen: list[str] = []
-    assert gather.read(cells_of(s.matrix), [s.results], seen.append) == []
+    assert gather.read(cells_of(s.matrix), [s.results], Voice.plain(say=seen.append)) == []
     assert seen == [f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)",
                     f"not calibrated: {CELL}-teeth: the run left no probe report (see its log)",
                     f"no result: {CELL} has no usable result in {s.results}"]
@@ -142,7 +143,7 @@ def test_a_result_of_another_suite_or_a_mode_the_cell_does_not_run_is_not_read(t
     s.store("normal", NORMAL, suite="other")
     s.store("teeth", TEETH)
     said: list[str] = []
-    assert gather.read(cells_of(s.matrix), [s.results], said.append) == []
+    assert gather.read(cells_of(s.matrix), [s.results], Voice.plain(say=said.append)) == []
     assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s",
                     f"no result: {CELL} has no usable result in {s.results}"]
 
@@ -152,17 +153,17 @@ def test_results_moved_with_their_runs_dir_are_read_and_a_lost_report_is_an_erro
     s.store("normal", NORMAL)
     moved = tmp_path / "moved"
     s.results.rename(moved)
-    (seen,) = gather.read(cells_of(s.matrix)[:1], [moved], print)  # its report names the old place: found under moved/
+    (seen,) = gather.read(cells_of(s.matrix)[:1], [moved], Voice.plain())  # its report names the old place: found under moved/
     assert [t.nodeid for t in seen.tests] == ["t::ok", "t::f", "t::s"] and seen.result.session == f"{CELL}-normal"
     (moved / "runs" / f"{CELL}-normal" / "r1" / "report.json").write_text('{"tests": []}')  # not a probe report
     with pytest.raises(cal.CalibrateError) as err:
-        gather.read(cells_of(s.matrix), [moved], print)
+        gather.read(cells_of(s.matrix), [moved], Voice.plain())
     assert str(err.value) == (f"{CELL}-normal: its probe report ({s.results}/runs/{CELL}-normal/r1/report.json) cannot "
                               "be read: calibrate reads each test's failure message and skip reason from it; copy the "
                               "results dir whole, runs/ included")
     (moved / f"{CELL}-normal.json").write_text("{")
     with pytest.raises(cal.CalibrateError, match="is not JSON"):
-        gather.read(cells_of(s.matrix), [moved], print)
+        gather.read(cells_of(s.matrix), [moved], Voice.plain())
     assert gather.json_of(moved / "nothing.json") is None and gather.json_of(moved / f"{CELL}-normal.json") is None
 
 
@@ -208,7 +209,7 @@ def test_a_file_that_does_not_load_is_never_written(tmp_path):
 def test_one_run_is_refused_before_anything_runs_and_paths_outside_stay_whole(tmp_path):
     s = Stored(tmp_path)
     with pytest.raises(cal.CalibrateError) as err:
-        appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(rounds=1))
+        appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(rounds=1), Voice.plain())
     assert str(err.value) == ("--runs 1: a flake is told from a failure only by running each mode at least twice; use "
                               "--runs 2 or more (default 2); nothing was run")
     assert cal.relative(s.matrix.workspace, tmp_path / "a" / "b.toml") == "a/b.toml"
@@ -223,20 +224,20 @@ def test_a_cell_whose_expect_file_is_not_written_yet_runs_on_the_matrix_tables(t
     (tmp_path / "e" / "s.toml").unlink()
     (c,) = cells_of(s.matrix)
     said: list[str] = []
-    got = gather.as_run(s.matrix.workspace, c, said.append)
+    got = gather.as_run(s.matrix.workspace, c, Voice.plain(say=said.append))
     assert got.suite.expect_file is None and got.name == c.name
     assert said == [f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone"]
     (tmp_path / "e" / "s.toml").write_text("")
-    assert gather.as_run(s.matrix.workspace, c, said.append) is c and len(said) == 1
+    assert gather.as_run(s.matrix.workspace, c, Voice.plain(say=said.append)) is c and len(said) == 1
     plain = Stored(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path)
     (pc,) = cells_of(plain.matrix)
-    assert gather.as_run(plain.matrix.workspace, pc, said.append) is pc and len(said) == 1
+    assert gather.as_run(plain.matrix.workspace, pc, Voice.plain(say=said.append)) is pc and len(said) == 1
 
 
 class Runner:
     """Stands in for drive/cell.py's run_cell (the nox and pytest run that test_calibrate.py makes for real),
     keeping its contract: each call stores the results of the next round in the matrix's results dir and returns
-    them, tells a watch as each mode run starts and ends, echoes pytest's command (the host's interpreter, the
+    them, tells its voice's events as each mode run starts and ends, echoes pytest's command (the host's interpreter, the
     posargs), records each result in `earlier` (teeth reads its require_cudnn census there), or raises what a
     failed build raises."""
 
@@ -247,8 +248,8 @@ class Runner:
         self.asked: list[tuple[list[str], dict]] = []  # each call's posargs and earlier runs, as given
 
     def __call__(self, cr, modes, overlap=None):
-        cell, resolved, posargs, earlier, log, echo, watch = (cr.cell, cr.resolved, cr.posargs, cr.earlier, cr.log,
-                                                              cr.echo, cr.watch)
+        cell, resolved, posargs, earlier, voice = cr.cell, cr.resolved, cr.posargs, cr.earlier, cr.voice
+        log, echo, watch = voice.log, voice.echo, voice.events
         self.calls.append((cell.name, tuple(modes), watch))
         self.asked.append(([*posargs], dict(earlier)))
         if self.error is not None:
@@ -278,7 +279,7 @@ def test_calibrate_runs_each_cell_the_rounds_asked_and_tells_a_flake_from_a_fail
                         {"t::ok": {"outcome": "passed"}, "t::fl": {"outcome": "failed", "message": "E: 1"}}])
     monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
-    out = appcal.calibrate(s.matrix, [], log=logged.append, echo=logged.append)
+    out = appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(), Voice.plain(log=logged.append, echo=logged.append))
     assert [c[:2] for c in runner.calls] == [(CELL, ("normal",))] * 2
     python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal), run 1 of 2", f"ran {CELL} 1", f"{CELL}-normal: {python} -m pytest",
@@ -295,16 +296,16 @@ def test_a_cell_that_cannot_run_here_is_an_error_when_named_and_skipped_otherwis
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
     monkeypatch.setattr(gather, "run_cell", runner)
     said: list[str] = []
-    seen = gather.run(s.matrix.workspace, cells, False, 2, gather.Voices(said.append, print, print))
+    seen = gather.run(s.matrix.workspace, cells, False, 2, Voice.plain(say=said.append))
     assert said[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
     assert [(x.cell.name, x.round) for x in seen] == [(CELL, 0), (CELL, 1)]
     with pytest.raises(cal.CalibrateError) as err:
-        gather.run(s.matrix.workspace, cells, True, 2, gather.Voices(said.append, print, print))
+        gather.run(s.matrix.workspace, cells, True, 2, Voice.plain(say=said.append))
     assert str(err.value).startswith("gpu-3.99-x cannot run on this host: pairing.include[0].python: no python 3.99")
     from ort_gpu_matrix.envs.venvs import BuildError
     monkeypatch.setattr(gather, "run_cell", Runner(s, [], BuildError("uv failed\nmore")))
     with pytest.raises(cal.CalibrateError) as err:
-        gather.run(s.matrix.workspace, cells[1:], True, 2, gather.Voices(said.append, print, print))
+        gather.run(s.matrix.workspace, cells[1:], True, 2, Voice.plain(say=said.append))
     assert str(err.value) == f"{CELL} did not run: uv failed"
 
 
@@ -321,12 +322,12 @@ def test_read_takes_the_chosen_cells_in_mode_order_from_every_dir(tmp_path):
     s.store("normal", NORMAL)  # gpu-3.11-x: not chosen
     chosen = [c for c in cells_of(s.matrix) if c.name == "gpu-3.99-x"]
     said: list[str] = []
-    got = gather.read(chosen, [s.results, other], said.append)
+    got = gather.read(chosen, [s.results, other], Voice.plain(say=said.append))
     assert [(x.cell.name, x.mode) for x in got] == [("gpu-3.99-x", "normal"), ("gpu-3.99-x", "teeth")] and said == []
-    assert gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], said.append) == []
+    assert gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other], Voice.plain(say=said.append)) == []
     assert said == [f"no result: {CELL} has no usable result in {other}"]
     said.clear()
-    gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], said.append)
+    gather.read([c for c in cells_of(s.matrix) if c.name == CELL], [other, other], Voice.plain(say=said.append))
     assert said == [f"no result: {CELL} has no usable result in {other}, {other}"]
 
 
@@ -335,7 +336,7 @@ def test_a_result_of_another_suite_leaves_the_next_result_read(tmp_path):
     s.store("normal", NORMAL, suite="other")
     s.store("teeth", TEETH)
     said: list[str] = []
-    got = gather.read(cells_of(s.matrix), [s.results], said.append)
+    got = gather.read(cells_of(s.matrix), [s.results], Voice.plain(say=said.append))
     assert [x.mode for x in got] == ["teeth"]
     assert said == [f"not calibrated: {CELL}-normal: it ran suite other, the matrix gives {CELL} suite s"]
 
@@ -345,7 +346,7 @@ def test_a_report_outside_the_results_dir_is_read_where_the_result_says(tmp_path
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text(json.dumps({"tests": {"t::ok": {"outcome": "passed"}}}))
     s.store("normal", {"t::ok": {"outcome": "passed"}}, report=str(elsewhere))
-    (seen,) = gather.read(cells_of(s.matrix), [s.results], print)
+    (seen,) = gather.read(cells_of(s.matrix), [s.results], Voice.plain())
     assert [t.nodeid for t in seen.tests] == ["t::ok"]
 
 
@@ -379,14 +380,15 @@ def test_calibrate_leaves_the_matrix_keys_alone_and_chooses_cells_by_selector(tm
     s = Stored(tmp_path, text)
     s.store("normal", NORMAL, cell="gpu-3.99-x")
     (tmp_path / "mine.toml").write_text("# someone's\n")
-    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.CalibrateArgs(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True))
+    asked = appcal.CalibrateArgs(write=tmp_path / "mine.toml", from_dirs=[s.results], force=True)
+    out = appcal.calibrate(s.matrix, ["gpu-3.99-x"], asked, Voice.plain())
     assert out.written == {"s": tmp_path / "mine.toml"}
     assert out.lines[0] == ("not written: normal min_passed: [suite.s.expect.normal] in the matrix file sets it (a key "
                             "is set in one file only)")
     assert "min_passed" not in (tmp_path / "mine.toml").read_text()
     monkeypatch.setattr(gather, "run_cell", lambda *a, **k: [])
     with pytest.raises(cal.CalibrateError) as err:
-        appcal.calibrate(s.matrix, ["gpu-3.11-x"], log=print, echo=print)
+        appcal.calibrate(s.matrix, ["gpu-3.11-x"], appcal.CalibrateArgs(), Voice.plain())
     assert str(err.value) == ("nothing to calibrate: no mode run of the chosen cells left a result to read (the reasons "
                               "are above)")
 
@@ -432,7 +434,8 @@ def test_a_watched_calibration_shows_every_run_of_every_round_and_keeps_pytest_a
     screen = io.StringIO()
     logged: list[str] = []
     echoed: list[str] = []
-    out = appcal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append, display=Display(screen))
+    out = appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(), Voice.plain(log=logged.append, echo=echoed.append),
+                           Display(screen))
     assert _took(screen.getvalue().splitlines()) == [
         f"start  {CELL}-normal  (1 of 4, no earlier run)", f"PASS   {CELL}-normal  1/0/0  no tier  N s  no gpu  [1/4]",
         f"start  {CELL}-teeth  (2 of 4, no earlier run)", f"PASS   {CELL}-teeth  0/0/0  no tier  N s  no gpu  [2/4]",
@@ -450,7 +453,7 @@ def test_an_unwatched_calibration_logs_each_round_and_echoes_pytest_with_nothing
     monkeypatch.setattr(gather, "run_cell", runner)
     logged: list[str] = []
     echoed: list[str] = []
-    appcal.calibrate(s.matrix, [], log=logged.append, echo=echoed.append)
+    appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(), Voice.plain(log=logged.append, echo=echoed.append))
     python = check(cells_of(s.matrix)[0], s.matrix.workspace).interpreter  # type: ignore[union-attr]
     assert logged == [f"calibrate: {CELL} (normal, teeth), run 1 of 2", f"ran {CELL} 1",
                       f"calibrate: {CELL} (normal, teeth), run 2 of 2", f"ran {CELL} 2"]
@@ -468,7 +471,7 @@ def test_what_calibrate_says_while_it_runs_reaches_its_output(tmp_path, monkeypa
     s = Stored(tmp_path, text)
     (tmp_path / "e" / "s.toml").unlink()  # not written yet: the runs are judged by the matrix's tables
     monkeypatch.setattr(gather, "run_cell", Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2, stopped=(1,)))
-    out = appcal.calibrate(s.matrix, [], log=print, echo=print)
+    out = appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(), Voice.plain())
     assert out.lines[:2] == [
         f"{CELL}: {tmp_path / 'e' / 's.toml'} does not exist yet: the run is judged by [suite.s.expect] alone",
         f"not calibrated: {CELL}-normal: the run was interrupted (SIGINT)"]
@@ -485,11 +488,11 @@ def test_a_cell_named_that_cannot_run_here_stops_calibrate_naming_every_problem(
     runner = Runner(s, [{"t::ok": {"outcome": "passed"}}] * 2)
     monkeypatch.setattr(gather, "run_cell", runner)
     with pytest.raises(cal.CalibrateError) as err:
-        appcal.calibrate(s.matrix, ["gpu-3.99-x"], log=print, echo=print)
+        appcal.calibrate(s.matrix, ["gpu-3.99-x"], appcal.CalibrateArgs(), Voice.plain())
     assert re.fullmatch(r"gpu-3\.99-x cannot run on this host: pairing\.include\[0\]\.python: no python 3\.99 for "
                         r"gpu-3\.99-x: [^;]*; ort\.w\.wheel: \S+/nowhere\.whl does not exist", str(err.value))
     assert runner.calls == []  # nothing ran
-    out = appcal.calibrate(s.matrix, [], log=print, echo=print)  # no selector: skipped, said, the rest calibrated
+    out = appcal.calibrate(s.matrix, [], appcal.CalibrateArgs(), Voice.plain())  # no selector: skipped, said, the rest calibrated
     assert out.lines[0].startswith("skipped: gpu-3.99-x cannot run on this host: pairing.include[0].python: ")
     assert [c[0] for c in runner.calls] == [CELL, CELL] and out.written == {"s": tmp_path / "expect" / "s.toml"}
 
@@ -530,7 +533,7 @@ def test_calibrating_some_cells_of_a_suite_keeps_the_rules_only_the_others_can_j
     seen_here = f'observed = [{{ cell = "{CELL}", ort = "1.32.0", date = "2026-11-01" }}]'
     s = _own(tmp_path, text, OLD + f'tiers = [{{ test = "^t::was$", only = ["{CUDNN}"], reason = "cudnn", {seen_here} }}]\n')
     s.store("normal", {"t::ok": {"outcome": "passed"}})
-    out = appcal.calibrate(s.matrix, [CELL], appcal.CalibrateArgs(from_dirs=[s.results]))
+    out = appcal.calibrate(s.matrix, [CELL], appcal.CalibrateArgs(from_dirs=[s.results]), Voice.plain())
     assert out.lines == [
         f"dropped stale rule: normal tiers '^t::was$' (cudnn): it matched nothing in {CELL}",  # seen only here: judged
         f"kept stale rule: normal known_failures '^t::gone$' (old): it matched nothing in {CELL} (some cells of the "
@@ -583,7 +586,7 @@ def test_a_result_of_a_mode_this_version_does_not_know_is_left_unread(tmp_path):
     s.store("normal", NORMAL)
     s.store("future", NORMAL)  # a newer tool's mode, in a shared results dir
     said: list[str] = []
-    got = gather.read(cells_of(s.matrix), [s.results], said.append)
+    got = gather.read(cells_of(s.matrix), [s.results], Voice.plain(say=said.append))
     assert [x.mode for x in got] == ["normal"] and said == []
 
 

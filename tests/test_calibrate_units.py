@@ -13,6 +13,7 @@ from ort_gpu_matrix.config.model import Observation, PassExpect, Rule, TeethExpe
 from ort_gpu_matrix.judge.counts import Dispatch
 from ort_gpu_matrix.judge.counts import TestResult as T
 from ort_gpu_matrix.judge.verdicts import TeethCoverage
+from ort_gpu_matrix.util.voice import Voice
 
 CUDNN = "CUDNN_FLASH_ATTENTION"
 
@@ -35,7 +36,7 @@ def test_failures_are_accepted_with_their_first_line_and_the_canarys_refused():
     s = seen("c1", "normal", [T("t::ok", "passed", "", ()), T("t::f", "failed", "\nAssertionError: 1\nmore", ()),
                               T("t::e", "error", "", ()), T("t::x", "xfailed", "x", ()),
                               T("t::c", "failed", f"E   {TEETH_MESSAGE}", ())])
-    items = seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append)
+    items = seenmod.failures(s, seenmod.canaries(s.cell.suite), Voice.plain(say=said.append))
     assert [(i.text, i.reason) for i in items] == [("t::f", "AssertionError: 1"), ("t::e", "error, with no message")]
     assert said == [f"refused: c1-normal t::c failed with the canary's message ({'E   ' + TEETH_MESSAGE!r}: a test that "
                     "asked for cuDNN and got another tier); a known failure would hide the dispatch change the canary "
@@ -50,7 +51,7 @@ def test_in_teeth_a_bite_is_no_failure_and_a_near_bite_is_refused():
     said = []
     assert seenmod.canaries(s.cell.suite) == (own, TEETH_MESSAGE)
     assert seenmod.canaries(suite()) == (TEETH_MESSAGE,)
-    assert [i.text for i in seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append)] == ["t::o"]
+    assert [i.text for i in seenmod.failures(s, seenmod.canaries(s.cell.suite), Voice.plain(say=said.append))] == ["t::o"]
     assert [m.split(" failed ")[0] for m in said] == ["refused: c1-teeth t::n", "refused: c1-teeth t::d"]
     assert "with MATH forced, holding but not exactly the canary's message" in said[0]
     assert seenmod.bitten_in(s) == {"t::b"}
@@ -63,23 +64,23 @@ def test_toothless_reasons_from_the_census_of_the_same_venv():
     tests = [T("t::a", "failed", TEETH_MESSAGE, ()), T("t::b", "failed", "other\nx", ()), T("t::c", "skipped", "why", ()),
              T("t::d", "passed", "", ())]
     teeth = seen("c1", "teeth", tests)
-    items = seenmod.toothless(teeth, [seen("c2", "require_cudnn", [], dispatch=Dispatch()), rc], print)
+    items = seenmod.toothless(teeth, [seen("c2", "require_cudnn", [], dispatch=Dispatch()), rc], Voice.plain())
     assert [(i.text, i.reason) for i in items] == [
         ("t::b", f"dispatched {CUDNN} x1 in require_cudnn; failed with MATH forced, but not with the canary's message: other"),
         ("t::c", f"dispatched {CUDNN} x1 in require_cudnn; skipped with MATH forced: why"),
         ("t::d", f"dispatched {CUDNN} x1 in require_cudnn; passed with MATH forced"),
         ("t::e", f"dispatched {CUDNN} x1 in require_cudnn; did not run with MATH forced")]
     cov = TeethCoverage(True, CUDNN, 3, 1, 2, ["t::a"], ["t::z"], [])
-    items = seenmod.toothless(seen("c1", "teeth", tests, cov=cov), [rc], print)
+    items = seenmod.toothless(seen("c1", "teeth", tests, cov=cov), [rc], Voice.plain())
     assert [(i.text, i.reason.split(";")[0]) for i in items] == [("t::a", f"dispatched {CUDNN} x2 in require_cudnn"),
                                                                  ("t::z", f"dispatched {CUDNN} in require_cudnn")]
     said = []
     assert seenmod.toothless(seen("c1", "teeth", tests), [seen("c1", "require_cudnn", [], fp="v2", dispatch=prior)],
-                         said.append) == []
+                             Voice.plain(say=said.append)) == []
     assert said == ["not calibrated: known_toothless from c1-teeth: no require_cudnn run of c1 from the same venv to "
                     "check its coverage against (calibrate the cell in all its modes)"]
     unchecked = TeethCoverage(checked=False)
-    assert [i.text for i in seenmod.toothless(seen("c1", "teeth", tests, cov=unchecked), [rc], print)] == [
+    assert [i.text for i in seenmod.toothless(seen("c1", "teeth", tests, cov=unchecked), [rc], Voice.plain())] == [
         "t::b", "t::c", "t::d", "t::e"]
     assert seenmod.prior_census(teeth, [seen("c1", "normal", [], dispatch=prior)]) is None
 
@@ -87,8 +88,8 @@ def test_toothless_reasons_from_the_census_of_the_same_venv():
 def calib(runs, s=None, old=None, inline=None, cells=None, keep=False):
     said = []
     s = s or runs[0].cell.suite
-    c = cal.SuiteCalibration(s, runs, inline or {}, old or {}, cells or {m: {r.cell.name for r in runs if r.mode == m}
-                                                                          for m in ("normal", "teeth")}, keep, said.append)
+    cells = cells or {m: {r.cell.name for r in runs if r.mode == m} for m in ("normal", "teeth")}
+    c = cal.SuiteCalibration(s, runs, inline or {}, old or {}, cells, keep, Voice.plain(say=said.append))
     return c, said
 
 
@@ -262,13 +263,13 @@ def test_tiers_and_known_flaky_the_matrix_sets_are_not_written():
 def test_an_exact_canary_failure_outside_teeth_is_refused_by_name():
     s = seen("c1", "normal", [T("t::c", "failed", TEETH_MESSAGE, ()), T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
     said: list[str] = []
-    assert seenmod.failures(s, seenmod.canaries(s.cell.suite), said.append) == []
+    assert seenmod.failures(s, seenmod.canaries(s.cell.suite), Voice.plain(say=said.append)) == []
     assert said == [f"refused: c1-normal t::{n} failed with the canary's message ({m!r}: a test that asked for cuDNN "
                     "and got another tier); a known failure would hide the dispatch change the canary exists to catch"
                     for n, m in (("c", TEETH_MESSAGE), ("n", f"x {TEETH_MESSAGE}"))]
     t = seen("c1", "teeth", [T("t::n", "failed", f"x {TEETH_MESSAGE}", ())])
     said.clear()
-    seenmod.failures(t, seenmod.canaries(t.cell.suite), said.append)
+    seenmod.failures(t, seenmod.canaries(t.cell.suite), Voice.plain(say=said.append))
     assert said == [f"refused: c1-teeth t::n failed with the canary's message ({'x ' + TEETH_MESSAGE!r}: with MATH "
                     "forced, holding but not exactly the canary's message); a known failure would hide the dispatch "
                     "change the canary exists to catch"]

@@ -15,6 +15,7 @@ from ort_gpu_matrix.config.loader import load_matrix
 from ort_gpu_matrix.config.model import Libs
 from ort_gpu_matrix.envs import libsets
 from ort_gpu_matrix.envs.venvs import BuildError, find_uv
+from ort_gpu_matrix.util.voice import Voice
 
 
 def wheel(house: Path, name: str, files: list[str]) -> str:
@@ -46,7 +47,7 @@ def place(matrix):
 
 def ensure(matrix, house, pip, log=None):
     logged = []
-    where = libsets.ensure(Libs(id="p", pip=tuple(pip)), (str(house),), *place(matrix), logged.append)
+    where = libsets.ensure(Libs(id="p", pip=tuple(pip)), (str(house),), *place(matrix), Voice.plain(log=logged.append))
     return where, logged
 
 
@@ -164,7 +165,8 @@ def test_a_failed_install_shows_the_installers_last_lines_stderr_included(env):
     matrix, house = env
     logged: list[str] = []
     with pytest.raises(BuildError) as err:
-        libsets.ensure(Libs(id="p", pip=("nvidia-not-in-the-house==1.0",)), (str(house),), *place(matrix), logged.append)
+        libsets.ensure(Libs(id="p", pip=("nvidia-not-in-the-house==1.0",)), (str(house),), *place(matrix),
+                       Voice.plain(log=logged.append))
     assert not any((matrix.workspace.venvs_dir / ".libs").glob("p-*/"))  # nothing left
     cmd = shlex.split(logged[-1].split("$ ", 1)[1])
     again = subprocess.run(cmd, capture_output=True, text=True)  # the same install: uv says why on stderr

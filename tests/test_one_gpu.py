@@ -384,8 +384,9 @@ def test_a_handoff_says_which_run_or_why_none_in_a_private_dir_and_a_file_that_n
     from helpers import result
 
     from ort_gpu_matrix.drive.handoff import Handoff, HandoffError, wait_ref
+    from ort_gpu_matrix.util.voice import Voice
 
-    handoff = Handoff()
+    handoff = Handoff(Voice.plain())
     try:
         assert stat.S_IMODE(handoff.dir.stat().st_mode) == 0o700
         handoff.give("c-teeth", "it stored no\nresult")
@@ -553,7 +554,8 @@ def test_a_handoff_dir_left_by_a_killed_parent_is_removed_by_the_next_run(tmp_pa
     from ort_gpu_matrix.util.orphans import clean_stale_workdirs
 
     code = ("import sys, time\nfrom ort_gpu_matrix.drive.handoff import Handoff\n"
-            "h = Handoff(); print(h.dir, flush=True); time.sleep(120)\n")
+            "from ort_gpu_matrix.util.voice import Voice\n"
+            "h = Handoff(Voice.plain()); print(h.dir, flush=True); time.sleep(120)\n")
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     live = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     killed = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)

@@ -8,6 +8,7 @@ import sys
 import time
 
 from ort_gpu_matrix.util.orphans import clean_stale_workdirs, new_workdir, owner
+from ort_gpu_matrix.util.voice import Voice, unheard
 
 
 def _start_time(pid):
@@ -54,7 +55,7 @@ def test_a_run_dir_is_private_and_named_for_its_process(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
-    d = new_workdir("gpu-3.12-x-teeth", log=lambda line: None)
+    d = new_workdir("gpu-3.12-x-teeth", Voice.plain(log=unheard))
     assert d.parent == tmp_path and d.name.startswith("ort-matrix-gpu-3.12-x-teeth-p")
     assert owner(d.name) == (os.getpid(), _start_time(os.getpid()))
     assert d.stat().st_mode & 0o777 == 0o700

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from helpers import PY, REPO, SUITES, ends_line, matrix_head, suite_head
 
+from ort_gpu_matrix.util.voice import Voice, unheard
+
 MATRIX = matrix_head(suite="slots", modes=["normal"], libs=["a", "b", "c", "d"]) + """[pairing]
 include = [
   {{ python = "{py}", ort = "cpu", torch = "none", libs = "a" }},
@@ -508,7 +510,7 @@ def test_teeth_start_early_only_in_the_shapes_measured(tmp_path, monkeypatch):
         jobs = _jobs({c: {"normal": 10, "require_cudnn": 10, "teeth": 5} for c in cells}, tmp_path)
         for job in jobs:
             job.cell = dataclasses.replace(job.cell, suite=dataclasses.replace(job.cell.suite, teeth_scope="cudnn"))
-        handoff = et.mark(jobs, slots, tmp_path, lambda line: None)
+        handoff = et.mark(jobs, slots, tmp_path, Voice.plain(log=unheard))
         if handoff is not None:
             handoff.close()
         return [j.cell.name for j in jobs if j.early_s is not None]
@@ -549,9 +551,10 @@ def test_a_census_none_is_handed_over_with_its_reason_escaped(tmp_path):
     teeth.proc = subprocess.Popen(["true"])
     teeth.proc.wait()
     said = []
-    handoff = Handoff(said.append)
+    voice = Voice.plain(log=said.append)
+    handoff = Handoff(voice)
     try:
-        earlyteeth.hand_over(rc, [rc, teeth], handoff, tmp_path, said.append)
+        earlyteeth.hand_over(rc, [rc, teeth], handoff, tmp_path, voice)
     finally:
         handoff.close()
     handed = [line for line in said if "handed the census" in line]

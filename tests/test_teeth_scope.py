@@ -184,6 +184,7 @@ def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_it
     from ort_gpu_matrix.plan.cells import cells_of
     from ort_gpu_matrix.store import results
     from ort_gpu_matrix.store.results import VenvInfo
+    from ort_gpu_matrix.util.voice import Voice
 
     write(harness)
     matrix = load_matrix(harness.matrix, Overrides(None, harness.results, harness.venvs, (), False, False))
@@ -213,7 +214,8 @@ def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_it
         current.parent.mkdir(parents=True, exist_ok=True)
         current.write_text("{}")  # the session's last result
         calls.update(dict.fromkeys(calls, 0))
-        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), log=said.append, **kw), run)
+        voice = Voice.plain(log=said.append)
+        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), voice=voice, **kw), run)
 
     said = []
     here = scope_of(earlier={census.session: census})
@@ -223,7 +225,7 @@ def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_it
     assert calls == {"teeth_selection": 1, "few_workers": 1, "retire_current": 1}, calls
 
     stored = results.store(harness.results, census, {}, current=False)
-    handoff = Handoff()
+    handoff = Handoff(Voice.plain())
     try:
         later = scope_of(earlier={}, census_files={census.session: handoff.path(run.session)})
         assert later.file is not None and not later.came and current.exists()  # it waits: its last result stays

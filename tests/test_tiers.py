@@ -18,6 +18,7 @@ from ort_gpu_matrix.config.model import Observation, TierRule
 from ort_gpu_matrix.judge.counts import TestResult as Outcome
 from ort_gpu_matrix.judge.tiers import function_of
 from ort_gpu_matrix.util.escape import md as esc_md
+from ort_gpu_matrix.util.voice import Voice
 
 ROOT = SUITES / "tiers"
 NODE = "test_tiers.py::"
@@ -218,7 +219,7 @@ def test_the_rule_writer_takes_the_union_over_runs_and_skips_a_function_with_a_s
             ObservedRun(b, [_ran("t.py::C::test_past_0_x", "FLASH_ATTENTION"), _ran("t.py::C::test_past_1_y", "XQA",
                                                                             outcome="failed")])]
     said: list[str] = []
-    rules = tier_rules([], runs, lambda r: True, said.append)
+    rules = tier_rules([], runs, lambda r: True, Voice.plain(say=said.append))
     assert rules == [TierRule("^t\\.py::C::test_past(?:_[0-9]+(?:_.*)?)?(?:\\[.*\\])?$", ("FLASH_ATTENTION", "XQA"),
                               "seen in gpu-a: 2 case(s), FLASH_ATTENTION in 1, XQA in 2; 1 case(s) dispatched other "
                               "tiers in other runs; gpu-b: 1 case(s), FLASH_ATTENTION in 1", (a, b))]
@@ -227,5 +228,5 @@ def test_the_rule_writer_takes_the_union_over_runs_and_skips_a_function_with_a_s
     assert function_of("t.py::C::test_past_12_b2_s1[fp16]") == "t.py::C::test_past"
     # an old rule is kept, observed afresh; a stale one goes when calibrate says so
     old = [TierRule("test_past", ("FLASH_ATTENTION", "XQA"), "reviewed"), TierRule("test_gone", ("MATH",), "old")]
-    kept = tier_rules(old, runs, lambda r: r.test == "test_gone", said.append)
+    kept = tier_rules(old, runs, lambda r: r.test == "test_gone", Voice.plain(say=said.append))
     assert [(r.test, r.reason, r.observed) for r in kept] == [("test_past", "reviewed", (a, b))]

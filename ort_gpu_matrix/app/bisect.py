@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from ..store.bisection import Bisection, RecordError, load
 from ..store.results import ResultError
 from ..util.codec import CodecError
 from ..util.errors import MatrixError, UserError
+from ..util.voice import Voice
 from .outputs import read_changes
 
 KINDS = (ChangeKind.TEST, ChangeKind.TIER)  # the changes a bisect follows: a test's outcome, the tiers it dispatched
@@ -188,9 +189,8 @@ def whole_suite_s(cell: Cell, mode: str, results_dir: Path) -> float | None:
         return None
 
 
-def bisect(matrix: Matrix, asked: BisectArgs, log: Callable[[str], None] = print,
-           echo: Callable[[str], None] = print) -> tuple[Bisection, Path]:
-    """Follow, check the builds, run the ends, halve; the record is saved after every step."""
+def bisect(matrix: Matrix, asked: BisectArgs, voice: Voice) -> tuple[Bisection, Path]:
+    """Follow, check the builds, run the ends, halve; the record is saved after every step, and said (`voice.say`)."""
     f = follow(matrix, asked)
     resolved = check(f.cell, matrix.workspace)
     if isinstance(resolved, MatrixError):
@@ -203,18 +203,18 @@ def bisect(matrix: Matrix, asked: BisectArgs, log: Callable[[str], None] = print
     done = _resumed(where, record) if asked.resume else []
     where.mkdir(parents=True, exist_ok=True, mode=0o700)
     where.chmod(0o700)
-    stepper = Stepper(f.cell, f.mode, dataclasses.replace(matrix.workspace, results_dir=where), asked.posargs,
-                      asked.confirm, log, echo)
+    stepper = Stepper(f.cell, f.mode, dataclasses.replace(matrix.workspace, results_dir=where), voice, asked.posargs,
+                      asked.confirm)
     tests = sorted(f.tests)
     by_index = {s.index: s for s in done}
     record.steps = list(done)
     last = len(walk) - 1
     try:
-        good = by_index.get(0) or _ran(record, where, stepper.run(0, walk[0], tests, None), log)
+        good = by_index.get(0) or _ran(record, where, stepper.run(0, walk[0], tests, None), voice)
         record.problem = _good_problem(f, good, walk[0])
         reference = {t: good.lines[t][0] for t in tests} if record.problem is None else {}
         if record.problem is None:
-            bad = by_index.get(last) or _ran(record, where, stepper.run(last, walk[last], tests, reference), log)
+            bad = by_index.get(last) or _ran(record, where, stepper.run(last, walk[last], tests, reference), voice)
             record.problem = _bad_problem(bad, walk[last])
         if record.problem is not None:
             record.save(where)
@@ -222,7 +222,7 @@ def bisect(matrix: Matrix, asked: BisectArgs, log: Callable[[str], None] = print
         spans = replayed(len(walk), tests, done)  # --resume: the steps done replay; halving goes on from there
         while (step := next_step(spans)) is not None:
             index, which = step
-            ran = _ran(record, where, stepper.run(index, walk[index], which, reference), log)
+            ran = _ran(record, where, stepper.run(index, walk[index], which, reference), voice)
             spans.record(index, ran.verdicts)
         record.groups, record.left = groups(spans)
     except KeyboardInterrupt:
@@ -233,11 +233,12 @@ def bisect(matrix: Matrix, asked: BisectArgs, log: Callable[[str], None] = print
     return record, where
 
 
-def _ran(record: Bisection, where: Path, step: StepRun, log: Callable[[str], None]) -> StepRun:
+def _ran(record: Bisection, where: Path, step: StepRun, voice: Voice) -> StepRun:
     record.steps.append(step)
     record.save(where)
     counts = {v: sum(1 for x in step.verdicts.values() if x == v) for v in sorted(set(step.verdicts.values()))}
-    log(f"bisect: {step.build.version}: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + f" ({step.seconds:.1f} s)")
+    voice.say(f"bisect: {step.build.version}: " + ", ".join(f"{v} {n}" for v, n in counts.items())
+              + f" ({step.seconds:.1f} s)")
     return step
 
 

@@ -6,11 +6,12 @@ person reviews. Below this, calibrate reads cells and a Workspace, never the Mat
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..calibrate.gather import RUNS, CalibrateError, Voices, read, run
+from ..calibrate.gather import RUNS, CalibrateError, read, run
 from ..calibrate.suite import (
     Outcome,
     SuiteCalibration,
@@ -29,8 +30,7 @@ from ..config.modes import MODES
 from ..plan.cells import cells_of
 from ..plan.select import select
 from ..report.render.live import Display
-
-Say = Callable[[str], None]
+from ..util.voice import Voice
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,15 @@ class CalibrateArgs:
     rounds: int = RUNS
 
 
-def calibrate(matrix: Matrix, selectors: Sequence[str], asked: CalibrateArgs = CalibrateArgs(), log: Say = print,
-              echo: Say = print, display: Display | None = None) -> Outcome:
-    """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did."""
+def calibrate(matrix: Matrix, selectors: Sequence[str], asked: CalibrateArgs, voice: Voice,
+              display: Display | None = None) -> Outcome:
+    """Run (or read) the chosen cells, and write one expect file per suite that accepts what they did. What
+    calibrate says of its own goes into the Outcome's lines, in place of `voice.say`: the session prints them
+    once the files are written."""
     write, from_dirs, force, keep_stale, rounds = asked.write, asked.from_dirs, asked.force, asked.keep_stale, asked.rounds
     out = Outcome()
-    say = out.lines.append
+    voice = dataclasses.replace(voice, say=out.lines.append)
+    say = voice.say
     cells = cells_of(matrix)
     chosen = [c for c, _ in select(cells, selectors)]
     suites = {c.suite.id: c.suite for c in chosen}
@@ -58,12 +61,12 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], asked: CalibrateArgs = C
     if rounds < 2 and not from_dirs:
         raise CalibrateError(f"--runs {rounds}: a flake is told from a failure only by running each mode at least "
                              f"twice; use --runs 2 or more (default {RUNS}); nothing was run")
-    seen = read(chosen, from_dirs, say) if from_dirs else run(matrix.workspace, chosen, bool(selectors), rounds,
-                                                             Voices(say, log, echo), display)
+    seen = read(chosen, from_dirs, voice) if from_dirs else run(matrix.workspace, chosen, bool(selectors), rounds,
+                                                               voice, display)
     if not seen:
         raise CalibrateError("nothing to calibrate: no mode run of the chosen cells left a result to read"
                              + ("" if from_dirs else " (the reasons are above)"))
-    pollution_said(seen, say)
+    pollution_said(seen, voice)
     raw = read_toml(matrix.path).get("suite", {})
     for sid, suite in suites.items():
         runs = [s for s in seen if s.cell.suite.id == sid]
@@ -79,14 +82,14 @@ def calibrate(matrix: Matrix, selectors: Sequence[str], asked: CalibrateArgs = C
             inline={m: set(inline_raw.get(m, {})) for m in modes},
             old_keys={m: set(old_raw.get(m, {})) for m in modes},
             all_cells={m: {c.name for c in cells if c.suite.id == sid and m in c.modes} for m in modes},
-            keep_stale=keep_stale, say=say)
+            keep_stale=keep_stale, voice=voice)
         tables = [cal.table(m) for m in modes]
         path = paths[sid]
         rel = relative(matrix.workspace, path)
         expect = write_file(matrix.workspace, suite, path, expectfile.render(header(suite, runs, rel), tables))
         out.written[sid] = path
         say(f"wrote {path}: " + "; ".join(summary(t) for t in tables))
-        still_failing(sid, runs, expect, say)
+        still_failing(sid, runs, expect, voice)
         if own != path:
             say(f'to use it, set expect_file = "{rel}" in [suite.{sid}] of {matrix.path}')
     return out

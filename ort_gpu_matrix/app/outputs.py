@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,10 +20,11 @@ from ..store.baseline import Baseline
 from ..store.results import Result, current_path
 from ..util import codec
 from ..util.fs import write_atomic
+from ..util.voice import Voice
 from .outcome import SWEEP_VERSION, Options, Plan, SweepOutcome
 
 
-def save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome, log: Callable[[str], None]) -> None:
+def save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome, voice: Voice) -> None:
     """--save-baseline: never shrunk, never overwritten silently, never fed this sweep's own regressions."""
     assert plan.save_to is not None and opts.save_baseline is not None
     cmp = outcome.report.comparison
@@ -33,11 +34,11 @@ def save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome
         outcome.refused = (f"baseline {opts.save_baseline} was NOT saved: this sweep has {len(cmp.regressions)} "
                            f"regression(s) against it, and saving would make them the new normal. Fix: look at them, "
                            "then re-run with --accept-regressions to save anyway")
-        log(f"sweep: {outcome.refused}")
+        voice.log(f"sweep: {outcome.refused}")
         return
     if not results:
         outcome.refused = f"baseline {opts.save_baseline} was NOT saved: nothing ran"
-        log(f"sweep: {outcome.refused}")
+        voice.log(f"sweep: {outcome.refused}")
         return
     new = Baseline.of(results, opts.save_baseline)
     existed = plan.save_to.exists()
@@ -52,10 +53,10 @@ def save(plan: Plan, opts: Options, results: list[Result], outcome: SweepOutcome
               f"{', ...' if len(kept) > 6 else ''}; --replace drops them)"
     else:
         how = "replaced (--replace)" if existed and opts.replace else updated if existed else "saved"
-    log(f"sweep: baseline {opts.save_baseline} {how}: {plan.save_to}")
+    voice.log(f"sweep: baseline {opts.save_baseline} {how}: {plan.save_to}")
 
 
-def summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
+def summary(outcome: SweepOutcome, voice: Voice) -> None:
     """Append report.md to $GITHUB_STEP_SUMMARY; a failure there is one warning line, never a lost run."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if not summary or "markdown" not in outcome.files:
@@ -67,7 +68,7 @@ def summary(outcome: SweepOutcome, log: Callable[[str], None]) -> None:
         warning = f"GITHUB_STEP_SUMMARY={summary} could not be written ({exc.strerror or exc}); " \
                   "the report, sweep.json and any baseline were written"
         outcome.warnings.append(warning)
-        log(f"warning: {warning}")
+        voice.log(f"warning: {warning}")
 
 
 @dataclass(frozen=True)

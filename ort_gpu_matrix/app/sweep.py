@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from ..store.baseline import Baseline, BaselineError, baselines_dir, resolve_bas
 from ..store.results import Result
 from ..util.errors import MatrixError, anywhere
 from ..util.fs import unwritable, write_atomic
+from ..util.voice import Voice, unheard
 from .outcome import Options, Plan, SweepError, SweepOutcome
 from .outputs import save, summary, write
 
@@ -59,14 +60,13 @@ class Invocation:
     while a teeth started early runs (census.py). `room`: what room.py decided for the slots
     (logged; each run's -n cut to its share where it says so). With a `display`, the runs are watched
     (progress.py): one line as each starts and ends, pytest's output only in each run's log, the harness's
-    own lines in <results>/sweep.log. Without one, the harness's lines go to `log` and pytest's output to
-    `echo`, as a cell session streams them.
+    own lines in <results>/sweep.log. Without one, the harness's lines go to `voice.log` and pytest's output
+    to `voice.echo`, as a cell session streams them.
     """
 
+    voice: Voice
     posargs: tuple[str, ...] = ()
     explicit: bool = False  # cells chosen by name or tag: one this host cannot run is an error
-    log: Callable[[str], None] = print
-    echo: Callable[[str], None] = print
     slots: tuple[str, ...] = ()
     child_args: tuple[str, ...] = ()
     noxfile: Path | None = None
@@ -107,8 +107,7 @@ class SweepArgs:
     pytest_args: tuple[str, ...] = ()
 
 
-def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation,
-                 warn: Callable[[str], None]) -> SweepOutcome:
+def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation) -> SweepOutcome:
     """The sweep the command line asks for: cells chosen, reruns and GPU slots decided, censuses handed on.
 
     Raises what a bad option raises (SelectionError, GpuError, RoomError, CensusError, ...), before any cell runs.
@@ -116,7 +115,7 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation,
     chosen, rerun_args = with_reruns(select(cells_of(matrix), list(cmd.select)), cmd.rerun_failures)
     wanted = parse_wanted(cmd.slots_per_gpu)
     opts = dataclasses.replace(opts, slots_per_gpu=wanted)  # the confirmation reruns share the GPU alike
-    gpu_slots = [] if how.child else slots(cmd.gpus, wanted or 1, warn=warn)
+    gpu_slots = [] if how.child else slots(cmd.gpus, wanted or 1, how.voice)
     posargs = (*rerun_args, *cmd.pytest_args)
     room = None
     if gpu_slots:  # with --slots-per-gpu auto, one slot per GPU so far: now the room on each
@@ -126,7 +125,7 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation,
         gpu_slots = (gpu_slots if wanted is None else distinct) * room.slots
     child_args = (*(["--rerun-failures", str(cmd.rerun_failures)] if cmd.rerun_failures else []),
                   *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
-    earlier = censuses(matrix.workspace.results_dir, list(cmd.census), warn)
+    earlier = censuses(matrix.workspace.results_dir, list(cmd.census), how.voice)
     how = dataclasses.replace(how, posargs=posargs, explicit=bool(cmd.select), slots=tuple(gpu_slots),
                               child_args=child_args, earlier=earlier, census_files=handed_over(list(cmd.census_file)),
                               room=room)
@@ -180,7 +179,7 @@ def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | N
 
 
 def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options, explicit: bool,
-            log: Callable[[str], None] = print) -> Plan:
+            voice: Voice) -> Plan:
     """Everything that can be known before a cell runs, checked; raises SweepError or BaselineError."""
     _check_gate(opts)
     before, save_to, saved_before, before_path = _baselines(matrix, opts)
@@ -199,18 +198,17 @@ def prepare(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Op
             plan.errors[cell.name] = f"cannot run on this host: {why}"
         else:
             plan.not_run[cell.name] = why
-        log(f"sweep: {cell.name} cannot run: {why}")
+        voice.log(f"sweep: {cell.name} cannot run: {why}")
     plan.scope = Scope(frozenset(c.name for c in cells_of(matrix)),
                        frozenset((c.name, m) for c, modes in chosen for m in modes), {})
     return plan
 
 
-def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options,
-        how: Invocation = Invocation()) -> SweepOutcome:
+def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Options, how: Invocation) -> SweepOutcome:
     """Every chosen cell, in this process or (with `how.slots`) as children; then the confirmation, the report,
     sweep.json and the baseline asked for."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    plan = prepare(matrix, chosen, Options() if how.child else opts, how.explicit, how.log)
+    plan = prepare(matrix, chosen, Options() if how.child else opts, how.explicit, how.voice)
     earlier = dict(how.earlier or {})  # with the censuses a parent named
     errors = dict(plan.errors)
     results = [] if how.slots else _serial(matrix.workspace, plan, how, earlier, errors)
@@ -218,7 +216,7 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Option
     given: dict[str, dict[str, str]] = {}  # session -> what its slot set: its confirmation reruns get it again
     if how.slots and plan.runnable:
         if how.room is not None:
-            how.log(f"sweep: {how.room.slots} mode run(s) at once per GPU ({how.room.why})")
+            how.voice.log(f"sweep: {how.room.slots} mode run(s) at once per GPU ({how.room.why})")
         found, interrupted = _in_slots(matrix.workspace.results_dir, [(c, m) for c, m, _ in plan.runnable], how,
                                        errors, given)
         results += found
@@ -233,8 +231,8 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Option
         return outcome
     outcome.files = write(matrix.workspace.results_dir, outcome, started, opts.out)
     if plan.save_to is not None:
-        save(plan, opts, results, outcome, how.log)
-    summary(outcome, how.log)
+        save(plan, opts, results, outcome, how.voice)
+    summary(outcome, how.voice)
     return outcome
 
 
@@ -242,17 +240,16 @@ def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Resul
             errors: dict[str, str]) -> list[Result]:
     """Each runnable cell in this process, one after another; a cell that stops is an error, never the sweep's end."""
     results: list[Result] = []
-    log, serial = how.log, [(cell, modes) for cell, modes, _ in plan.runnable]
+    log, serial = how.voice.log, [(cell, modes) for cell, modes, _ in plan.runnable]
     watch = progress.SweepProgress(scheduler.jobs_of(serial, ws.results_dir), (), how.display,
                            ws.results_dir) if how.display is not None and serial and not how.child else None
+    heard = how.voice if watch is None else watch.heard(how.voice)
     try:
         for cell, modes, resolved in plan.runnable:
             if watch is None:
                 log(f"sweep: {cell.name} ({', '.join(modes)})")
             try:
-                results += run_cell(CellRuns(cell, resolved, ws, how.posargs, earlier,
-                                             log if watch is None else watch.detail,
-                                             how.echo if watch is None else _quiet, watch=watch,
+                results += run_cell(CellRuns(cell, resolved, ws, how.posargs, earlier, heard,
                                              census_files=how.census_files), modes)
             except CELL_ERRORS as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
@@ -270,21 +267,16 @@ def _confirmed(ws: Workspace, plan: Plan, opts: Options, how: Invocation, result
                given: dict[str, dict[str, str]]) -> tuple[list[Result], str | None]:
     """The results with their changes confirmed; where confirmation stops, the first runs stand."""
     try:
-        rr = Reruns(ws, opts.confirm, how.posargs, how.log,
-                    how.echo if how.display is None else _quiet,  # watched: pytest's output stays in the logs
-                    given, wanted=opts.slots_per_gpu)
+        voice = how.voice if how.display is None else dataclasses.replace(how.voice, echo=unheard)  # in the logs
+        rr = Reruns(ws, opts.confirm, voice, how.posargs, given, wanted=opts.slots_per_gpu)
         return confirm(rr, plan.runnable, results, plan.before), None
     except CELL_ERRORS as exc:  # the first runs stand, every change unconfirmed-checked
-        how.log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
+        how.voice.log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")
         return results, None
     except KeyboardInterrupt as exc:  # stopped while confirming: the first runs stand, and the report is written
         interrupted = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
-        how.log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
+        how.voice.log(f"sweep: {interrupted} during confirmation: every change counts as it was first seen")
         return results, interrupted
-
-
-def _quiet(line: str) -> None:
-    """pytest's output of a watched sweep: already in the run's pytest.log, not on the terminal."""
 
 
 def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], how: Invocation,
@@ -292,14 +284,14 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     """Each chosen mode run as a child sweep in a GPU slot (scheduler.py); then each one's fresh result, read back,
     and (into `given`) what each run's slot set, for its confirmation reruns."""
     assert how.noxfile is not None
-    slots, noxfile, child_args, log = list(how.slots), how.noxfile, list(how.child_args), how.log
+    slots, noxfile, child_args = list(how.slots), how.noxfile, list(how.child_args)
     pytest_for = how.pytest_for
     display = None if how.child else how.display
     jobs = scheduler.jobs_of(runnable, results_dir)
     watch = progress.SweepProgress(jobs, slots, display, results_dir) if display is not None else None
     try:
         stopped = run_batch(jobs, slots, scheduler.ChildCommand(noxfile, child_args, pytest_for=pytest_for),
-                                  scheduler.Hooks(say=log, events=watch), results_dir, "sweep")
+                                  scheduler.Hooks(how.voice, events=watch), results_dir, "sweep")
     finally:
         if watch is not None:
             watch.close()
@@ -319,7 +311,8 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     return found, stopped
 
 
-def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path]) -> SweepOutcome:
+def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Sequence[Path],
+                voice: Voice) -> SweepOutcome:
     """`nox -s report`: the same report from result files, running nothing.
 
     It writes report.json, never the results dir's sweep.json: that file says what a sweep ran, and a
@@ -339,5 +332,5 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
                                  allow_missing=opts.allow_missing)))
     outcome.files = write(matrix.workspace.results_dir, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
                           name="report.json", roots=roots)
-    summary(outcome, print)
+    summary(outcome, voice)
     return outcome

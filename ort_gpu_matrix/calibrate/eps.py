@@ -23,6 +23,7 @@ from ..judge.covers import rule_covers
 from ..judge.eps import test_eps
 from ..judge.outcomes import JUDGED
 from ..judge.tiers import function_regex
+from ..util.voice import Voice
 from .tiers import ObservedRun, passed_by_function, sorted_observed
 
 
@@ -31,7 +32,7 @@ def _cuda(t: TestResult) -> int:
 
 
 def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[ObservedRun], drop_stale: Callable[[CudaRunsRule], bool],
-               say: Callable[[str], None]) -> list[CudaRunsRule]:
+               voice: Voice) -> list[CudaRunsRule]:
     """The old rules that still match (observed afresh), then a rule per test function nothing covers."""
     calibrated = {r.observation.cell for r in runs}
     out: list[CudaRunsRule] = []
@@ -42,7 +43,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[ObservedRun], drop_st
             continue
         short = sorted({t.nodeid for _, t in hits if _cuda(t) < rule.min})
         if short:
-            say(f"kept as written: cuda_runs rule {rule.test!r} (min {rule.min}): broken by {len(short)} test(s) in the "
+            voice.say(f"kept as written: cuda_runs rule {rule.test!r} (min {rule.min}): broken by {len(short)} test(s) in the "
                 "runs calibrated; calibrate never weakens a rule (edit or remove it if the change is intended)")
         seen = elsewhere + [o for o, _ in hits]
         out.append(dataclasses.replace(rule, observed=sorted_observed(seen)) if seen else rule)
@@ -54,7 +55,7 @@ def cuda_rules(old: Sequence[CudaRunsRule], runs: Sequence[ObservedRun], drop_st
             continue  # a CPU test: it never asked for the CUDA EP
         without = sorted(n for by_case in by_cell.values() for n, seen in by_case.items() if not all(c for c, _ in seen))
         if without:
-            say(f"not written: cuda_runs rule for {fn}: {len(without)} of its passed case(s) made no CUDA run in some "
+            voice.say(f"not written: cuda_runs rule for {fn}: {len(without)} of its passed case(s) made no CUDA run in some "
                 f"run (e.g. {without[0]}), so the rule would fail them")
             continue
         counts = {cell: len(by_case) for cell, by_case in sorted(by_cell.items())}

@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ from ..report.model import InputError, gather
 from ..report.render.live import Display
 from ..store.results import Result
 from ..util.errors import MatrixError, UserError
+from ..util.voice import Voice
 from .seen import CalibrationRun
 
 RUNS = 2  # --runs N: each mode runs N times, so that a flake is told from a failure
-Say = Callable[[str], None]
 
 
 class CalibrateError(UserError):
@@ -59,50 +58,41 @@ def json_of(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
 
 
-def seen_of(cell: Cell, result: Result, search: Sequence[Path], say: Say) -> CalibrationRun | None:
+def seen_of(cell: Cell, result: Result, search: Sequence[Path], voice: Voice) -> CalibrationRun | None:
     if result.stopped:
-        say(f"not calibrated: {result.session}: the run was {result.stopped}")
+        voice.say(f"not calibrated: {result.session}: the run was {result.stopped}")
         return None
     report = report_of(result, search)
     if report is None:
-        say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
+        voice.say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
         return None
     return CalibrationRun(cell, result, tests_of(report))  # type: ignore[arg-type]
 
 
-def as_run(workspace: Workspace, cell: Cell, say: Say) -> Cell:
+def as_run(workspace: Workspace, cell: Cell, voice: Voice) -> Cell:
     """A cell whose suite names an expect file not written yet runs on the matrix's own tables."""
     path = expect_path(workspace.base, cell.suite)
     if path is None or path.is_file():
         return cell
-    say(f"{cell.name}: {path} does not exist yet: the run is judged by [suite.{cell.suite.id}.expect] alone")
+    voice.say(f"{cell.name}: {path} does not exist yet: the run is judged by [suite.{cell.suite.id}.expect] alone")
     return dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, expect_file=None))
 
 
-@dataclass(frozen=True)
-class Voices:
-    """Who hears what: `say`, calibrate's own lines (its outcome); `log`, the harness's; `echo`, pytest's output."""
-
-    say: Say = print
-    log: Say = print
-    echo: Say = print
-
-
-def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: int, voices: Voices,
+def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: int, voice: Voice,
         display: Display | None = None) -> list[CalibrationRun]:
     """Every chosen cell in all its modes. A cell this host cannot run is an error when chosen by name or
     tag (calibrating without it would drop what it needs), and is skipped when no selector was given.
+    `voice.say` takes calibrate's own lines (its outcome); `log` the harness's; `echo` pytest's output.
     With a `display`, the runs are watched as a sweep's are (progress.py)."""
-    say, log, echo = voices.say, voices.log, voices.echo
     runnable: list[tuple[Cell, Resolved]] = []
     for cell in chosen:
-        cell = as_run(workspace, cell, say)
+        cell = as_run(workspace, cell, voice)
         resolved = check(cell, workspace)
         if isinstance(resolved, MatrixError):
             why = "; ".join(f"{p.key}: {p.problem}" for p in resolved.problems)
             if explicit:
                 raise CalibrateError(f"{cell.name} cannot run on this host: {why}")
-            say(f"skipped: {cell.name} cannot run on this host: {why}")
+            voice.say(f"skipped: {cell.name} cannot run on this host: {why}")
             continue
         runnable.append((cell, resolved))
     seen = []
@@ -111,18 +101,17 @@ def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: in
     watch = None if display is None else progress.SweepProgress(
         [j for _ in range(rounds) for j in scheduler.jobs_of([(c, c.modes) for c, _ in runnable], results_dir)],
         (), display, results_dir)
+    heard = voice if watch is None else watch.heard(voice)
     try:
         for cell, resolved in runnable:
             for n in range(rounds):
                 if watch is None:
-                    log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
+                    voice.log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
                 try:
-                    results = run_cell(CellRuns(cell, resolved, workspace, (), {},
-                                                log if watch is None else watch.detail,
-                                                echo if watch is None else quiet, watch=watch), cell.modes)
+                    results = run_cell(CellRuns(cell, resolved, workspace, (), {}, heard), cell.modes)
                 except CELL_ERRORS as exc:
                     raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
-                seen += [dataclasses.replace(s, round=n) for s in (seen_of(cell, r, [], say) for r in results)
+                seen += [dataclasses.replace(s, round=n) for s in (seen_of(cell, r, [], voice) for r in results)
                          if s is not None]
     finally:
         if watch is not None:
@@ -130,11 +119,7 @@ def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: in
     return seen
 
 
-def quiet(line: str) -> None:
-    """pytest's output of a watched calibration: already in each run's pytest.log."""
-
-
-def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[CalibrationRun]:
+def read(chosen: Sequence[Cell], dirs: Sequence[Path], voice: Voice) -> list[CalibrationRun]:
     """The chosen cells' current results under `dirs` (as `nox -s report` gathers them), running nothing."""
     try:
         results = gather(list(dirs))
@@ -147,13 +132,13 @@ def read(chosen: Sequence[Cell], dirs: Sequence[Path], say: Say) -> list[Calibra
         if cell is None or r.mode not in cell.modes:
             continue
         if r.cell.suite != cell.suite.id:
-            say(f"not calibrated: {r.session}: it ran suite {r.cell.suite}, the matrix gives {cell.name} "
+            voice.say(f"not calibrated: {r.session}: it ran suite {r.cell.suite}, the matrix gives {cell.name} "
                 f"suite {cell.suite.id}")
             continue
-        found = seen_of(cell, r, dirs, say)
+        found = seen_of(cell, r, dirs, voice)
         if found is not None:
             seen.append(found)
     for c in chosen:
         if not any(s.cell.name == c.name for s in seen):
-            say(f"no result: {c.name} has no usable result in {', '.join(map(str, dirs))}")
+            voice.say(f"no result: {c.name} has no usable result in {', '.join(map(str, dirs))}")
     return seen

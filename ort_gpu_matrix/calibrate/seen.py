@@ -20,8 +20,7 @@ from ..judge.counts import Dispatch, TestResult
 from ..judge.outcomes import FAILING, bites, first_line
 from ..plan.cells import Cell
 from ..store.results import Result
-
-Say = Callable[[str], None]
+from ..util.voice import Voice
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def prior_census(teeth: CalibrationRun, runs: Sequence[CalibrationRun]) -> Dispa
     return rc.result.dispatch
 
 
-def failures(seen: CalibrationRun, canaries: tuple[str, ...], say: Say) -> list[Item]:
+def failures(seen: CalibrationRun, canaries: tuple[str, ...], voice: Voice) -> list[Item]:
     """Every failing test of a run, with its first failure line; the canary's own failures refused by name."""
     bitten = bitten_in(seen) if seen.mode == "teeth" else set()
     items = []
@@ -95,14 +94,14 @@ def failures(seen: CalibrationRun, canaries: tuple[str, ...], say: Say) -> list[
         if any(c in line for c in canaries):
             why = ("with MATH forced, holding but not exactly the canary's message" if seen.mode == "teeth" else
                    "a test that asked for cuDNN and got another tier")
-            say(f"refused: {seen.result.session} {t.nodeid} {t.outcome} with the canary's message ({line!r}: {why});"
+            voice.say(f"refused: {seen.result.session} {t.nodeid} {t.outcome} with the canary's message ({line!r}: {why});"
                 " a known failure would hide the dispatch change the canary exists to catch")
             continue
         items.append(Item(t.nodeid, short(line) or f"{t.outcome}, with no message", seen))
     return items
 
 
-def toothless(teeth: CalibrationRun, runs: Sequence[CalibrationRun], say: Say) -> list[Item]:
+def toothless(teeth: CalibrationRun, runs: Sequence[CalibrationRun], voice: Voice) -> list[Item]:
     """Every test that dispatched the canary's tier in require_cudnn and was not bitten, with that census as its
     reason."""
     tier = canary_tier(teeth)
@@ -113,7 +112,7 @@ def toothless(teeth: CalibrationRun, runs: Sequence[CalibrationRun], say: Say) -
     elif prior is not None:
         names = [n for n in prior.tier_tests(tier) if n not in bitten_in(teeth)]
     else:
-        say(f"not calibrated: known_toothless from {teeth.result.session}: no require_cudnn run of {teeth.cell.name} "
+        voice.say(f"not calibrated: known_toothless from {teeth.result.session}: no require_cudnn run of {teeth.cell.name} "
             "from the same venv to check its coverage against (calibrate the cell in all its modes)")
         return []
     outcomes = {t.nodeid: t for t in teeth.tests}

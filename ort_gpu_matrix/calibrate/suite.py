@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from ..judge.verdicts import expectation_reasons, outcome_judge
 from ..util.errors import MatrixError
 from ..util.escape import term
 from ..util.fs import write_atomic
+from ..util.voice import Voice
 from . import flaky
 from .eps import cuda_rules, fallbacks_seen
 from .gather import CalibrateError
@@ -61,7 +62,6 @@ from .tiers import ObservedRun, tier_rules
 
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
               "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -80,7 +80,7 @@ class SuiteCalibration:
     old_keys: dict[str, set[str]]  # mode -> keys the suite's expect file set
     all_cells: dict[str, set[str]]  # mode -> every cell of the suite that runs it
     keep_stale: bool
-    say: Say
+    voice: Voice  # its `say`: calibrate's own lines, what it reports on stdout
 
     def _cells(self, mode: str) -> set[str]:
         return {s.cell.name for s in self.runs if s.mode == mode}
@@ -97,9 +97,9 @@ class SuiteCalibration:
         cells = ", ".join(sorted(self._cells(mode)))
         if self.keep_stale or (not observed and not self._complete(mode)):
             why = "--keep-stale" if self.keep_stale else "some cells of the suite were not calibrated"
-            self.say(f"kept stale rule: {mode} {key} {what}: it matched nothing in {cells} ({why})")
+            self.voice.say(f"kept stale rule: {mode} {key} {what}: it matched nothing in {cells} ({why})")
             return False
-        self.say(f"dropped stale rule: {mode} {key} {what}: it matched nothing in {cells}")
+        self.voice.say(f"dropped stale rule: {mode} {key} {what}: it matched nothing in {cells}")
         return True
 
     def rules(self, mode: str, key: str, items: list[Item]) -> list[Rule]:
@@ -154,8 +154,8 @@ class SuiteCalibration:
             patterns = list(rules) if key == "allowed_skips" else []
             left = list(uncovered(lambda text: any(search(p, text) for p in patterns), items))
         tail = f"; today it does not accept: {'; '.join(left)}" if left else ""
-        self.say(f"not written: {mode} {key}: [suite.{self.suite.id}.expect.{mode}] in the matrix file sets it "
-                 f"(a key is set in one file only){tail}")
+        self.voice.say(f"not written: {mode} {key}: [suite.{self.suite.id}.expect.{mode}] in the matrix file sets it "
+                       f"(a key is set in one file only){tail}")
         return True
 
     def table(self, mode: str) -> ModeTable:
@@ -168,18 +168,18 @@ class SuiteCalibration:
         if mode == "teeth":
             bitten = _least({(s.cell.name, len(bitten_in(s))) for s in runs})
             for cell in sorted(c for c, n in bitten.items() if n == 0):
-                self.say(f"not accepted: teeth of {cell}: nothing failed with the canary's message (the canary has "
-                         "no teeth there); no expectation can accept that")
+                self.voice.say(f"not accepted: teeth of {cell}: nothing failed with the canary's message (the canary has "
+                               "no teeth there); no expectation can accept that")
             found = self.minimum(mode, "min_failures", {c: n for c, n in bitten.items() if n})
             if found is not None and not self._inline(mode, "min_failures"):
                 t.counts.append(found)
-            teeth_items = [i for s in runs for i in toothless(s, self.runs, self.say) if i.text not in seen_flaky]
+            teeth_items = [i for s in runs for i in toothless(s, self.runs, self.voice) if i.text not in seen_flaky]
             if not self._inline(mode, "known_toothless", teeth_items):
                 t.rules["known_toothless"] = self.rules(mode, "known_toothless", teeth_items)
         else:
             passed = _least({(s.cell.name, s.result.counts.passed) for s in runs})
             for cell in sorted(c for c, n in passed.items() if n == 0):
-                self.say(f"not accepted: {mode} of {cell}: nothing passed; no expectation can accept that")
+                self.voice.say(f"not accepted: {mode} of {cell}: nothing passed; no expectation can accept that")
             found = self.minimum(mode, "min_passed", passed)
             if found is not None and not self._inline(mode, "min_passed"):
                 t.counts.append(found)
@@ -189,16 +189,16 @@ class SuiteCalibration:
             if not self._inline(mode, "tiers"):
                 t.tiers = tier_rules(self._old(mode, "tiers") or (), [ObservedRun(s.observation, s.tests) for s in runs],
                                      lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
-                                     self.say)
+                                     self.voice)
             if not self._inline(mode, "cuda_runs"):
                 t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (),
                                          [ObservedRun(s.observation, s.tests) for s in runs],
                                          lambda r: self._stale(mode, "cuda_runs", f"{r.test!r} ({r.reason})",
-                                                               r.observed), self.say)
+                                                               r.observed), self.voice)
         for line in fallbacks_seen([ObservedRun(s.observation, s.tests) for s in runs]):
-            self.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
-                     "rule by hand if the CPU may serve it)")
-        failing = [i for s in runs for i in failures(s, canaries(self.suite), self.say)]
+            self.voice.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
+                           "rule by hand if the CPU may serve it)")
+        failing = [i for s in runs for i in failures(s, canaries(self.suite), self.voice)]
         if not self._inline(mode, "known_failures", failing):
             t.rules["known_failures"] = self.rules(mode, "known_failures", failing)
         t.rules = {k: v for k, v in t.rules.items() if v}
@@ -208,8 +208,8 @@ class SuiteCalibration:
                 lambda s: s.cell.name,
                 lambda r: self._stale(mode, "known_flaky", f"{r.test!r} ({r.reason})", r.observed))
         for name in seen_flaky:
-            self.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(flaky.state(x)
-                                                                         for _, x in seen_flaky[name])))
+            self.voice.say(f"flaky: {mode} {name}: " + ", ".join(dict.fromkeys(flaky.state(x)
+                                                                               for _, x in seen_flaky[name])))
         return t
 
 
@@ -258,7 +258,8 @@ def header(suite: Suite, runs: Sequence[CalibrationRun], rel: str) -> list[str]:
             f'Loaded with expect_file = "{rel}" on [suite.{suite.id}]; a key set here may not be set there too.']
 
 
-def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[str, DispatchExpect], say: Say) -> None:
+def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[str, DispatchExpect],
+                  voice: Voice) -> None:
     """Re-judge each run under the new expectations: what they cannot accept is said, never hidden."""
     for s in runs:
         judge = outcome_judge(s.mode)
@@ -267,7 +268,7 @@ def still_failing(suite_id: str, runs: Sequence[CalibrationRun], expect: dict[st
         after = expectation_reasons(judge, expect[s.mode], s.tests, s.result.counts, prior)
         after += [r for r in s.result.reasons if r not in before]  # the audit, the cross-checks: not calibrated
         for reason in after:
-            say(f"still failing after calibration: {s.result.session}: {reason}")
+            voice.say(f"still failing after calibration: {s.result.session}: {reason}")
 
 
 def write_file(workspace: Workspace, suite: Suite, path: Path, text: str) -> dict[str, DispatchExpect]:
@@ -284,12 +285,12 @@ def write_file(workspace: Workspace, suite: Suite, path: Path, text: str) -> dic
     return loaded
 
 
-def pollution_said(seen: Sequence[CalibrationRun], say: Say) -> None:
+def pollution_said(seen: Sequence[CalibrationRun], voice: Voice) -> None:
     """Each polluter of the runs calibrated from: with isolation report or off, the tiers written may be
     the order's, not the release's; with restore they are not, and the polluter is still worth fixing."""
     for s in seen:
         for line in pollution_lines(s.result.pollution):
-            say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(line)}")
+            voice.say(f"pollution: {s.result.session} (isolation {s.result.isolation}): {term(line)}")
 
 
 def summary(t: ModeTable) -> str:

@@ -29,6 +29,7 @@ from ..judge.covers import rule_covers
 from ..judge.outcomes import JUDGED
 from ..judge.subtests import as_judged
 from ..judge.tiers import breaks_of, function_of, function_regex, rule_text
+from ..util.voice import Voice
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,11 @@ def _reason(cases: dict[str, dict[str, list[frozenset[str]]]]) -> str:
 
 
 def tier_rules(old: Sequence[TierRule], runs: Sequence[ObservedRun], drop_stale: Callable[[TierRule], bool],
-               say: Callable[[str], None]) -> list[TierRule]:
+               voice: Voice) -> list[TierRule]:
     """The old rules that still match (observed afresh), then a rule per test function nothing covers.
 
     `drop_stale(rule)`: whether a rule that matched no test that passed goes (calibrate decides, and
-    says so, as for any rule). `say`: what calibrate reports on stdout.
+    says so, as for any rule) on `voice.say`: what calibrate reports on stdout.
     """
     calibrated = {r.observation.cell for r in runs}
     out: list[TierRule] = []
@@ -97,7 +98,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[ObservedRun], drop_stale:
             continue
         broken = {b.nodeid for r in runs for b in breaks_of(rule, r.tests)}  # a test broken in two runs counts once
         if broken:
-            say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
+            voice.say(f"kept as written: tier rule {rule_text(rule)}: broken by {len(broken)} test(s) in the runs calibrated; calibrate never "
                 "widens a rule (edit or remove it if the change is intended)")
         out.append(dataclasses.replace(rule, observed=sorted_observed(elsewhere + hits)) if hits or elsewhere else rule)
     groups, observed = passed_by_function([(r.observation, r.tests) for r in runs], [k.test for k in out],
@@ -108,7 +109,7 @@ def tier_rules(old: Sequence[TierRule], runs: Sequence[ObservedRun], drop_stale:
         if not tiers:
             continue  # nothing dispatched at all: a CPU test, or one whose kernel ORT does not report
         if silent:
-            say(f"not written: tier rule for {fn}: {len(silent)} of its passed case(s) dispatched nothing "
+            voice.say(f"not written: tier rule for {fn}: {len(silent)} of its passed case(s) dispatched nothing "
                 f"(e.g. {silent[0]}), so any rule would fail them")
             continue
         out.append(TierRule(function_regex(fn), tuple(tiers), _reason(cases), sorted_observed(observed[fn])))

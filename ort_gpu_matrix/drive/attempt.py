@@ -8,7 +8,7 @@ They were written twice and had begun to differ; they are written here once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +27,17 @@ from ..judge.witnesses import Evidence
 from ..store import results
 from ..store.results import Result
 from ..util.orphans import new_workdir
+from ..util.voice import Voice
 
 
-def session_lock(results_dir: Path, session: str, log: Callable[[str], None]) -> FileLock:
+def session_lock(results_dir: Path, session: str, voice: Voice) -> FileLock:
     locks = results_dir / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
     lock = FileLock(locks / f"{session}.lock")
     try:
         lock.acquire(blocking=False)
     except Timeout:
-        log(f"{session}: waiting for another run of it to finish (lock {lock.lock_file})")
+        voice.log(f"{session}: waiting for another run of it to finish (lock {lock.lock_file})")
         lock.acquire()
     return lock
 
@@ -62,11 +63,11 @@ class Scratch:
 
 
 @contextmanager
-def locked(run: ModeRun, log: Callable[[str], None]) -> Iterator[Scratch]:
+def locked(run: ModeRun, voice: Voice) -> Iterator[Scratch]:
     """The session's lock and a private dir, held while the run runs and its result is stored."""
-    lock = session_lock(run.workspace.results_dir, run.session, log)
+    lock = session_lock(run.workspace.results_dir, run.session, voice)
     try:
-        scratch = Scratch(new_workdir(run.session, log))
+        scratch = Scratch(new_workdir(run.session, voice))
         try:
             yield scratch
         finally:

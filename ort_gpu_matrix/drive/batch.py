@@ -19,12 +19,12 @@ def run_batch(jobs: list[scheduler.Job], slots: Sequence[str], command: schedule
               results_dir: Path, label: str) -> str | None:
     """Every job (scheduler.jobs_of) as a child, `len(slots)` at a time, each left with its exit and its timing;
     the signal that stopped the batch, or None. `label` begins the plan's log line."""
-    log = hooks.say
-    handoff = earlyteeth.mark(jobs, len(slots), results_dir, log)  # a scoped teeth may start beside its census's run
+    voice = hooks.voice
+    handoff = earlyteeth.mark(jobs, len(slots), results_dir, voice)  # a scoped teeth may start beside its census's run
     order, predicted = makespan.plan(jobs, len(slots))
-    log(f"{label}: {makespan.describe(order, predicted, len(slots))}")
-    command = dataclasses.replace(command, args_for=lambda job: earlyteeth.args(job, handoff, results_dir, log))
-    hooks = dataclasses.replace(hooks, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, log))
+    voice.log(f"{label}: {makespan.describe(order, predicted, len(slots))}")
+    command = dataclasses.replace(command, args_for=lambda job: earlyteeth.args(job, handoff, results_dir, voice))
+    hooks = dataclasses.replace(hooks, ended=lambda job: earlyteeth.hand_over(job, jobs, handoff, results_dir, voice))
     try:
         return scheduler.run(order, slots, command, hooks)
     finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..config.overrides import Workspace
@@ -26,6 +26,7 @@ from ..plan.builds import Build
 from ..plan.cells import Cell
 from ..store.results import Result
 from ..util.errors import MatrixError
+from ..util.voice import Voice
 from .attempt import keep, locked, verdict_of
 from .cell import with_libset
 
@@ -43,15 +44,15 @@ def line(result: Result, test: str) -> str:
 
 @dataclass(frozen=True)
 class Stepper:
-    """How every step runs: the pairing, its mode, where results go, pytest's extra arguments, how it speaks."""
+    """How every step runs: the pairing, its mode, where results go, how it speaks (a step that cannot test its
+    build says so on `voice.say`, as the bisect's own steps are said), pytest's extra arguments."""
 
     cell: Cell
     mode: str
     workspace: Workspace  # results_dir: the bisect's own
+    voice: Voice
     posargs: tuple[str, ...] = ()
     confirm: int = 2
-    log: Callable[[str], None] = print
-    echo: Callable[[str], None] = print
 
     def cell_of(self, build: Build) -> Cell:
         return dataclasses.replace(self.cell, name=f"{self.cell.name}@{build.version}", ort=build.ort(self.cell.ort))
@@ -65,8 +66,8 @@ class Stepper:
             why = "; ".join(p.problem for p in resolved.problems)
             return self._skip(index, build, tests, f"cannot run here: {why}", started)
         try:
-            resolved = with_libset(cell, resolved, self.workspace, self.log)
-            with ensure_venv(cell, resolved, self.workspace.venvs_dir, self.log) as venv:
+            resolved = with_libset(cell, resolved, self.workspace, self.voice)
+            with ensure_venv(cell, resolved, self.workspace.venvs_dir, self.voice) as venv:
                 run = ModeRun(cell, self.mode, resolved, venv, self.workspace)
                 first = self._once(run, tests)
                 if first.pytest_exit_code not in RAN or first.stopped:
@@ -90,9 +91,9 @@ class Stepper:
         return StepRun(index, build, tuple(tests), verdicts, lines, seconds=time.monotonic() - started, run_ids=ids)
 
     def _once(self, run: ModeRun, tests: Sequence[str], rerun_of: str | None = None) -> Result:
-        with locked(run, self.log) as scratch:
+        with locked(run, self.voice) as scratch:
             selected = sorted({test_of(t) for t in tests})  # a subtest runs in its test, and is judged by its id
-            outcome = run_mode(run, scratch.workdir, list(self.posargs), self.echo, self.log, Launch(keep=selected))
+            outcome = run_mode(run, scratch.workdir, list(self.posargs), self.voice, Launch(keep=selected))
             stored = keep(run, outcome, verdict_of(run, outcome), None, rerun_of)
         if outcome.interrupt is not None:
             raise outcome.interrupt  # stored first, as a sweep's run is; the bisect keeps its steps and stops
@@ -100,7 +101,7 @@ class Stepper:
 
     def _skip(self, index: int, build: Build, tests: Sequence[str], why: str, started: float,
               run_ids: list[str] | None = None) -> StepRun:
-        self.log(f"bisect: {build.version} is untestable: {why}")
+        self.voice.say(f"bisect: {build.version} is untestable: {why}")
         return StepRun(index, build, tuple(tests), {t: SKIP for t in tests}, skipped=why,
                        seconds=time.monotonic() - started, run_ids=run_ids or [])
 

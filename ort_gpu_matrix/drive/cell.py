@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..config.modes import MODES, Mode
@@ -34,6 +34,7 @@ from ..util.errors import MatrixError, UserError
 from ..util.escape import term
 from ..util.fs import mark_cache_dir
 from ..util.orphans import new_workdir
+from ..util.voice import Voice
 from .attempt import Scratch, keep, locked, verdict_of
 from .context import CellRuns
 from .overlap import Overlap, room_for, run_overlapped
@@ -46,28 +47,27 @@ CELL_ERRORS: tuple[type[UserError], ...] = (BuildError, StoreError, MatrixError)
 
 def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
     """One mode of the cell, from its session's lock to its stored result (attempt.py), with what it logs."""
-    run = cr.mode_run(mode, venv)
-    if cr.watch is not None:
-        cr.watch.mode_started(run.session)
+    run, events, log = cr.mode_run(mode, venv), cr.voice.events, cr.voice.log
+    if events is not None:
+        events.mode_started(run.session)
     outcome, stored = _attempt(cr, run)
     cr.earlier[run.session] = stored
-    log = cr.log
     log(f"{run.session}: {stored.verdict.value.upper()} -> {results.current_path(cr.workspace.results_dir, run.session)}")
     for reason in stored.reasons:
         log(f"  reason: {term(reason)}")
     for warning in stored.warnings:
         log(f"  warning: {term(warning)}")
-    if cr.watch is not None:
-        cr.watch.mode_ended(stored)
+    if events is not None:
+        events.mode_ended(stored)
     if outcome.interrupt is not None:
         raise outcome.interrupt  # stored first; now stop nox, as the signal asked
     return stored
 
 
 def _attempt(cr: CellRuns, run: ModeRun) -> tuple[RunOutcome, Result]:
-    with locked(run, cr.log) as scratch:
+    with locked(run, cr.voice) as scratch:
         scope = TeethScope(cr, run)  # where its census comes from; resolved now unless it comes later
-        cr.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
+        cr.voice.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
         early = _run_early(cr, run, scratch, scope) if scope.file is not None else None
         outcome, verdict = _judged(cr, run, scratch, scope, early)
         return outcome, keep(run, outcome, verdict, cr.source)
@@ -79,10 +79,10 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope,
     if early is not None:  # it ran (or was interrupted while it waited): judged as any run is
         return early, scope.judged(verdict_of(run, early, scope.dispatch, cr.source))
     if scope.refusal is not None:
-        cr.log(f"{run.session}: not run: {scope.refusal}")
+        cr.voice.log(f"{run.session}: not run: {scope.refusal}")
         return not_started(scratch.workdir, scope.refusal), refused(scope.refusal, cr.cell.suite.teeth_scope)
     scope.announce()
-    outcome = run_mode(run, scratch.workdir, [*cr.posargs, *scope.workers], cr.echo, cr.log, Launch(keep=scope.keep))
+    outcome = run_mode(run, scratch.workdir, [*cr.posargs, *scope.workers], cr.voice, Launch(keep=scope.keep))
     return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source))
 
 
@@ -91,7 +91,7 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
     last run (`scope.basis`) while require_cudnn runs, and keeps what the census says (mode_run.py's KeepLater).
     Returns the outcome, or None where no test ran and the caller goes on as after require_cudnn (the scope then
     resolved); `scratch` gets a fresh dir where the early start was given up."""
-    session, log = run.session, cr.log
+    session, log = run.session, cr.voice.log
     if scope.basis is None:  # no last run to start on: wait for the census, then start as after require_cudnn
         log(f"{session}: no earlier run of it to start on: waiting for the census first")
         scope.wait()
@@ -102,12 +102,12 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
     if note is not None:
         log(note)
     try:
-        outcome = run_mode(run, scratch.workdir, [*cr.posargs, *start], cr.echo, log,
+        outcome = run_mode(run, scratch.workdir, [*cr.posargs, *start], cr.voice,
                            Launch(later=KeepLater(scope.basis, start, scope.kept)))
     except EarlyAbandoned as exc:
         log(f"{session}: the early start is given up after {exc.waited_s} s ({exc}): no test ran in it")
         remove_workdir(scratch.workdir)
-        scratch.workdir = new_workdir(session, log)
+        scratch.workdir = new_workdir(session, cr.voice)
         return None
     if not scope.came and outcome.interrupt is not None:
         # stopped while it waited: no test ran, as none would have serially; nothing is stored, and the
@@ -117,11 +117,11 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
     return outcome
 
 
-def with_libset(cell: Cell, resolved: Resolved, workspace: Workspace, log: Callable[[str], None]) -> Resolved:
+def with_libset(cell: Cell, resolved: Resolved, workspace: Workspace, voice: Voice) -> Resolved:
     """A pip libs set installed (or reused) and its files pinned as its loader says."""
     if not cell.libs.pip:
         return resolved
-    where = libsets.ensure(cell.libs, resolved.wheelhouse, cell.settings.offline, workspace.venvs_dir, log)
+    where = libsets.ensure(cell.libs, resolved.wheelhouse, cell.settings.offline, workspace.venvs_dir, voice)
     files = libsets.files_in(where)
     if not files:
         raise BuildError(f"libs set {cell.libs.id}: {where} holds no library to pin")
@@ -138,20 +138,20 @@ def with_libset(cell: Cell, resolved: Resolved, workspace: Workspace, log: Calla
 def run_cell(cr: CellRuns, modes: Sequence[str], overlap: Overlap | None = None) -> list[Result]:
     """The cell's modes, one after another in this process; with `overlap` (a cell session), at once on its
     GPU where the host has room (overlap.py), the decision and its reasons logged either way."""
-    ws, cell, log = cr.workspace, cr.cell, cr.log
+    ws, cell, log = cr.workspace, cr.cell, cr.voice.log
     cores()  # a bad MATRIX_CORES stops the cell here, before anything is built or retired
     if ws.cache_dir is not None:
         mark_cache_dir(ws.cache_dir)
     problems = pinned_files(cell, ws)[1]  # the sonames too, which `nox -l` leaves to this moment
     if problems:
         raise MatrixError(problems)
-    resolved = with_libset(cell, cr.resolved, ws, log)
+    resolved = with_libset(cell, cr.resolved, ws, cr.voice)
     source = ortsource.find(Path(resolved.suite_root))  # the ORT release the tests come from, if any
     if source is not None:
         log(f"tests from the ORT tree {source.path}: {source.label()}")
     cr = dataclasses.replace(cr, resolved=resolved, source=source)
     chosen = [m for m in MODES if m in modes]
-    with ensure_venv(cell, resolved, ws.venvs_dir, log) as venv:
+    with ensure_venv(cell, resolved, ws.venvs_dir, cr.voice) as venv:
         room = room_for(cr, chosen, overlap.wanted) if overlap and len(chosen) > 1 else None
         if room is not None:
             log(f"{cell.name}: {'overlapping' if room.slots > 1 else 'one after another'}: {room.slots} mode run(s) "

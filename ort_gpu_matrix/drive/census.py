@@ -13,7 +13,7 @@ Either way the census counts only when it came from the same venv fingerprint (`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..config.modes import Mode, spec
@@ -22,6 +22,7 @@ from ..store import results
 from ..store.results import Result
 from ..util.errors import UserError
 from ..util.escape import term
+from ..util.voice import Voice
 from .handoff import HandoffError, wait_ref
 
 
@@ -89,7 +90,7 @@ def census_from_store(results_dir: Path, ref: str) -> Result:
     return found
 
 
-def censuses(results_dir: Path, refs: Sequence[str], warn: Callable[[str], None]) -> dict[str, Result]:
+def censuses(results_dir: Path, refs: Sequence[str], voice: Voice) -> dict[str, Result]:
     """The require_cudnn runs a --gpus parent named (`--census`), by session; one that cannot be read is left out
     with a warning, and the teeth that needed it then says it had no census."""
     found = {}
@@ -97,7 +98,7 @@ def censuses(results_dir: Path, refs: Sequence[str], warn: Callable[[str], None]
         try:
             result = census_from_store(results_dir, ref)
         except CensusError as exc:
-            warn(str(exc))
+            voice.warn(str(exc))
             continue
         found[result.session] = result
     return found

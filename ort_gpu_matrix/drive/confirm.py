@@ -45,12 +45,12 @@ from ..store.baseline import Baseline
 from ..store.confirmation import Rerun
 from ..store.results import Result
 from ..util.escape import term
+from ..util.voice import Voice
 from .attempt import evidence, keep, locked, session_lock, verdict_of
 from .cell import with_libset
 from .overlap import ask_of
 
 DEFAULT = 2  # --confirm N: reruns per mode with something to confirm
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,13 @@ class Reruns:
     """How a sweep confirms: `n` reruns per mode with something to confirm, with the sweep's posargs.
 
     `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again.
-    `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once."""
+    `wanted`: the sweep's --slots-per-gpu (None: auto), how many of a cell's mode reruns share the GPU at once.
+    `voice`: who hears the reruns (util/voice.py)."""
 
     workspace: Workspace
     n: int
+    voice: Voice
     posargs: tuple[str, ...] = ()
-    log: Say = print
-    echo: Say = print
     given: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     wanted: int | None = None
 
@@ -76,8 +76,8 @@ class Reruns:
 def _rerun(rr: Reruns, run: ModeRun, m: Suspects, keep_ids: list[str], extra: Sequence[str],
            started_group: Callable[[int], None] | None = None) -> tuple[Result, dict[str, TestResult], list[str]]:
     """One confirmation rerun: a mode run in a private dir with only `keep_ids`, stored as a bundle of its own."""
-    with locked(run, rr.log) as scratch:
-        outcome = run_mode(run, scratch.workdir, extra, rr.echo, rr.log,
+    with locked(run, rr.voice) as scratch:
+        outcome = run_mode(run, scratch.workdir, extra, rr.voice,
                            Launch(keep=keep_ids, given=rr.given_to(m), started_group=started_group))
         verdict = verdict_of(run, outcome)
         ev = evidence(outcome)
@@ -149,7 +149,7 @@ def _round(rr: Reruns, todo: list[tuple[Suspects, list[str]]], resolved: Resolve
     """
     if not todo:
         return
-    n, posargs, log, cell = rr.n, rr.posargs, rr.log, todo[0][0].cell
+    n, posargs, log, cell = rr.n, rr.posargs, rr.voice.log, todo[0][0].cell
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     ask = ask_of([(cell, [m.result.mode for m, _ in todo])], posargs, rr.workspace.results_dir, rr.wanted, len(todo))
     gpu = rr.given_to(todo[0][0]).get("CUDA_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -176,12 +176,12 @@ def _round(rr: Reruns, todo: list[tuple[Suspects, list[str]]], resolved: Resolve
 
 def _store(rr: Reruns, m: Suspects, results: list[Result]) -> Result:
     """One mode's confirmed result, amended and stored over the first run's (see store_amended)."""
-    log, ws = rr.log, rr.workspace
+    log, ws = rr.voice.log, rr.workspace
     source = spec(m.result.mode).coverage_from
     prior = None if source is None else next(
         (r for r in results if r.cell.name == m.cell.name and r.mode == source.value), None)
     new = _amend(m, prior, rr.n)
-    lock = session_lock(ws.results_dir, new.session, log)
+    lock = session_lock(ws.results_dir, new.session, rr.voice)
     try:
         if not store.store_amended(ws.results_dir, new):
             log(f"confirm: {new.session}: a newer run of it is the current result now; the confirmed one is "
@@ -203,7 +203,7 @@ def confirm(rr: Reruns, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved
     """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored."""
     if rr.n <= 0:
         return results
-    log, n, ws = rr.log, rr.n, rr.workspace
+    n, ws = rr.n, rr.workspace
     resolved_of = {c.name: r for c, _, r in runnable}
     modes = suspects({c.name: c for c, _, _ in runnable}, results, before)
     by_cell: dict[str, list[Suspects]] = {}
@@ -211,8 +211,8 @@ def confirm(rr: Reruns, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved
         by_cell.setdefault(m.cell.name, []).append(m)
     for ms in by_cell.values():
         cell = ms[0].cell
-        resolved = with_libset(cell, resolved_of[cell.name], ws, log)
-        with ensure_venv(cell, resolved, ws.venvs_dir, log) as venv:
+        resolved = with_libset(cell, resolved_of[cell.name], ws, rr.voice)
+        with ensure_venv(cell, resolved, ws.venvs_dir, rr.voice) as venv:
             for k in range(1, n + 1):
                 todo = [(m, m.pending()) for m in ms]
                 _round(rr, [(m, selected) for m, selected in todo if selected], resolved, venv, k)

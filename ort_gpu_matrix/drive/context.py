@@ -6,10 +6,9 @@ command that runs it and read by everything below; a ModeRun (execute/request.py
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from ..config.overrides import Workspace
 from ..envs.venvs import Venv
@@ -18,15 +17,7 @@ from ..host.host import Resolved
 from ..host.ortsource import SourceTree
 from ..plan.cells import Cell
 from ..store.results import Result
-
-Say = Callable[[str], None]
-
-
-class ModeWatcher(Protocol):
-    """Who watches a sweep's mode runs in this process (progress.SweepProgress): told as each starts and ends."""
-
-    def mode_started(self, session: str) -> None: ...
-    def mode_ended(self, result: Result) -> None: ...
+from ..util.voice import Voice
 
 
 @dataclass(frozen=True)
@@ -34,17 +25,15 @@ class CellRuns:
     """One cell's mode runs in this process. `earlier`: this process's stored results by session, which a
     later mode reads (teeth's census) and each run adds to; `census_files`: the require_cudnn sessions whose
     census a --gpus parent hands over while this process runs (--census-file), each with the file it comes in
-    (census.py). `log`: the harness's own lines; `echo`: pytest's."""
+    (census.py). `voice`: who hears it (util/voice.py), its `events` told as each mode run starts and ends."""
 
     cell: Cell
     resolved: Resolved
     workspace: Workspace
     posargs: tuple[str, ...]
     earlier: MutableMapping[str, Result]
-    log: Say = print
-    echo: Say = print
+    voice: Voice
     source: SourceTree | None = None  # the ORT release the tests come from, if any
-    watch: ModeWatcher | None = None
     census_files: Mapping[str, Path] = field(default_factory=dict)
 
     def mode_run(self, mode: str, venv: Venv) -> ModeRun:

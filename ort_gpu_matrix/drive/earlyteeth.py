@@ -16,7 +16,7 @@ Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would no
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..config.modes import Mode
@@ -24,6 +24,7 @@ from ..judge.outcomes import collected
 from ..plan.cells import Cell
 from ..store.results import ResultError, current_path, load
 from ..util.escape import term
+from ..util.voice import Voice
 from . import readback, scheduler
 from .handoff import Handoff
 
@@ -47,7 +48,7 @@ def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
             and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
 
 
-def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable[[str], None]) -> Handoff | None:
+def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, voice: Voice) -> Handoff | None:
     """Let the teeth that can start early do so (`early_s` 0): scoped, its require_cudnn in the plan, and a last run
     of it to collect on. The scheduler then starts it, before any other waiting run, as soon as its require_cudnn
     runs and a slot is free (scheduler.pick). Their Handoff, else None.
@@ -60,25 +61,25 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, log: Callable
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
     if not early:
         return None
-    handoff = Handoff(log)
+    handoff = Handoff(voice)
     for job in early:
         job.early_s = 0.0
         assert job.after is not None
-        log(f"{job.session}: may start while {job.after.session} runs: its processes collect meanwhile, and its "
+        voice.log(f"{job.session}: may start while {job.after.session} runs: its processes collect meanwhile, and its "
             f"tests run once that census is stored (handed over in {handoff.dir})")
     return handoff
 
 
-def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, say: Callable[[str], None]) -> list[str]:
+def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, voice: Voice) -> list[str]:
     """A child's census arguments as it starts: --census-file while its require_cudnn still runs, else --census."""
     if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
-        say(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
+        voice.log(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
         return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
-    return readback.census_args(job, results_dir, say)
+    return readback.census_args(job, results_dir, voice)
 
 
 def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff | None, results_dir: Path,
-              say: Callable[[str], None]) -> None:
+              voice: Voice) -> None:
     """require_cudnn's child exited: tell a teeth already started what it stored (or why nothing)."""
     if handoff is None:
         return
@@ -88,7 +89,7 @@ def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff 
             try:
                 handoff.give(job.session, found)
             except OSError as exc:  # the teeth then waits out its bound and fails, saying so; nothing else stops
-                say(f"{job.session}: the census could not be handed over: {exc}")
+                voice.log(f"{job.session}: the census could not be handed over: {exc}")
             else:  # the reason may quote a stored run id, which is read from a file: escaped for the terminal
-                say(f"{job.session}: handed the census of {ended.session}"
+                voice.log(f"{job.session}: handed the census of {ended.session}"
                     + (f" run {found.run_id}" if not isinstance(found, str) else f": none ({term(found)})"))

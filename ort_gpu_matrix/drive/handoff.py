@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ..store.results import Result
 from ..util.fs import write_atomic
 from ..util.orphans import new_workdir
+from ..util.voice import Voice
 
 NONE = "none: "
 POLL_S = 0.1
@@ -34,8 +34,8 @@ class Handoff:
     is named for the process that made it (orphans.py), so a parent that was SIGKILLed leaves it only until the
     next run, which removes it."""
 
-    def __init__(self, log: Callable[[str], None] = print) -> None:
-        self.dir = new_workdir("handoff", log)
+    def __init__(self, voice: Voice) -> None:
+        self.dir = new_workdir("handoff", voice)
 
     def path(self, session: str) -> Path:
         return self.dir / f"{session}.census"

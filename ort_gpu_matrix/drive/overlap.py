@@ -80,14 +80,14 @@ def room_for(cr: CellRuns, modes: Sequence[str], wanted: int | None) -> Room:
 
 def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path) -> list[Result]:
     """Every mode run of the cell as a child, `room.slots` at a time; their stored results, in mode order."""
-    cell, posargs, earlier, log, results_dir = cr.cell, cr.posargs, cr.earlier, cr.log, cr.workspace.results_dir
+    cell, posargs, earlier, log, results_dir = cr.cell, cr.posargs, cr.earlier, cr.voice.log, cr.workspace.results_dir
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
     stopped = run_batch(jobs, [gpu] * room.slots,
                         scheduler.ChildCommand(noxfile, ["--", *posargs] if posargs else [],
                                           pytest_for=lambda job: room.pytest_args(own)),
-                        scheduler.Hooks(say=log), results_dir, cell.name)
+                        scheduler.Hooks(cr.voice), results_dir, cell.name)
     written: list[Result] = []
     problems: list[str] = []
     for job in jobs:

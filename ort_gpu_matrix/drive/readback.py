@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..store.results import Result, ResultError, current_path, load
 from ..util.escape import term
+from ..util.voice import Voice
 from .scheduler import Job
 
 TAIL_LINES = 5  # of a child's log, in the reason when it stored nothing
@@ -41,14 +41,14 @@ def fresh_result(job: Job, results_dir: Path) -> Result | str:
     return f"{path} is older than this sweep (run {result.run_id})" if stale else result
 
 
-def census_args(job: Job, results_dir: Path, say: Callable[[str], None]) -> list[str]:
+def census_args(job: Job, results_dir: Path, voice: Voice) -> list[str]:
     """For a teeth child: the require_cudnn run of this sweep whose census it reads. None fresh: no argument, and
     teeth then runs unchecked (or, scoped, refuses to run) as it would without require_cudnn."""
     if job.after is None:
         return []
     found = fresh_result(job.after, results_dir)
     if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
-        say(f"{job.session}: starts without the census of {job.after.session}: {term(found)}")
+        voice.log(f"{job.session}: starts without the census of {job.after.session}: {term(found)}")
         return []
     return ["--census", f"{found.session}={found.run_id}"]
 

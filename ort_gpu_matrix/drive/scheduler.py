@@ -46,6 +46,7 @@ from typing import Protocol
 from ..config.modes import MODES, spec
 from ..host.gpus import slot_env
 from ..plan.cells import Cell
+from ..util.voice import Voice
 from . import children
 from .history import current_run, last_whole
 
@@ -84,8 +85,10 @@ class Job:
         return self.cell.suite.env.get("CUDA_VISIBLE_DEVICES")
 
 
-class Events(Protocol):
-    """Who watches the runs (progress.SweepProgress): told as each job starts and as it ends, in place of the lines here."""
+class JobEvents(Protocol):
+    """Who watches the children (progress.SweepProgress): told as each job starts and as it ends, in place of the
+    lines here. Not the Voice's mode events (util/voice.py): a job is a child process this scheduler owns, told
+    of by its parent; a mode run's events come from the process that runs it."""
 
     def job_started(self, job: Job) -> None: ...
     def job_ended(self, job: Job) -> None: ...
@@ -172,12 +175,12 @@ class ChildCommand:
 
 @dataclass(frozen=True)
 class Hooks:
-    """Who hears of the runs: `say` takes the lines; `events`, when given, is told of each start and end instead of
-    the lines said here (and the 30 s status lines); `ended(job)` is called as each child is seen to exit, before
+    """Who hears of the runs: `voice` logs the lines; `events`, when given, is told of each start and end instead of
+    the lines logged here (and the 30 s status lines); `ended(job)` is called as each child is seen to exit, before
     anything else starts (a census handed over)."""
 
-    say: Callable[[str], None] = print
-    events: Events | None = None
+    voice: Voice
+    events: JobEvents | None = None
     ended: Callable[[Job], None] = lambda job: None
 
 
@@ -193,20 +196,20 @@ class _Slots:
     slot_of: dict[Job, int] = field(default_factory=dict)
 
 
-def run(order: Sequence[Job], slots: Sequence[str], command: ChildCommand, hooks: Hooks | None = None,
+def run(order: Sequence[Job], slots: Sequence[str], command: ChildCommand, hooks: Hooks,
         poll_s: float = POLL_S) -> str | None:
     """Run every job in `order`, one per slot at a time (slots[i] is slot i's GPU; "" leaves CUDA_VISIBLE_DEVICES
     as it is), each as `command`'s child, filling in their timings and exit codes; `hooks` hear of it.
 
     Returns None, or the signal ("SIGINT", "SIGTERM") that stopped the sweep.
     """
-    hooks = hooks or Hooks()
+    log = hooks.voice.log
     own = [j for j in order if j.suite_gpu is not None]
     if own:
         slots = [*slots, SUITE_LANE]
-        hooks.say(f"{len(own)} mode run(s) get no GPU slot: their suite sets CUDA_VISIBLE_DEVICES and decides their "
-                  f"GPU itself ({', '.join(f'{j.session}: {j.suite_gpu!r}' for j in own)}); they run one at a time "
-                  f"beside the {len(slots) - 1} slot(s)")
+        log(f"{len(own)} mode run(s) get no GPU slot: their suite sets CUDA_VISIBLE_DEVICES and decides their "
+            f"GPU itself ({', '.join(f'{j.session}: {j.suite_gpu!r}' for j in own)}); they run one at a time "
+            f"beside the {len(slots) - 1} slot(s)")
     state = _Slots(slots, list(order), list(range(len(slots))))
     last_status = time.time()
     stopped: str | None = None
@@ -223,12 +226,12 @@ def run(order: Sequence[Job], slots: Sequence[str], command: ChildCommand, hooks
             _reap(state, hooks)
             if hooks.events is None and state.running and time.time() - last_status >= STATUS_EVERY_S:
                 last_status = time.time()
-                hooks.say("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
-                                                  for j in state.running))
+                log("running: " + "; ".join(f"{_label(j, slots)} {j.session} {time.time() - j.started:.0f} s"
+                                            for j in state.running))
     except KeyboardInterrupt as exc:
         stopped = "SIGTERM" if str(exc) == "SIGTERM" else "SIGINT"
-        hooks.say(f"{stopped}: stopping {len(state.running)} running mode run(s), each stores an interrupted result;"
-                  f" {len(state.waiting)} not started")
+        log(f"{stopped}: stopping {len(state.running)} running mode run(s), each stores an interrupted result;"
+            f" {len(state.waiting)} not started")
         _stop(state.running, state.waiting)
     finally:
         signal.signal(signal.SIGTERM, saved)
@@ -257,7 +260,7 @@ def _start(state: _Slots, job: Job, slot: int, command: ChildCommand, hooks: Hoo
     if hooks.events is not None:
         hooks.events.job_started(job)
     else:
-        hooks.say(f"{_label(job, state.slots)} {job.session}: started (log {job.log})")
+        hooks.voice.log(f"{_label(job, state.slots)} {job.session}: started (log {job.log})")
 
 
 def _reap(state: _Slots, hooks: Hooks) -> None:
@@ -273,7 +276,7 @@ def _reap(state: _Slots, hooks: Hooks) -> None:
             hooks.events.job_ended(job)
             continue
         result = "done" if job.returncode == 0 else f"FAILED (exit {job.returncode})"
-        hooks.say(f"{_label(job, state.slots)} {job.session}: {result} after {job.ended - job.started:.1f} s")
+        hooks.voice.log(f"{_label(job, state.slots)} {job.session}: {result} after {job.ended - job.started:.1f} s")
 
 
 def _kill_left(running: list[Job]) -> None:

@@ -95,7 +95,7 @@ class TeethScope:
         prior, why = handed(self.file, self.cr.workspace.results_dir, run.cell, run.mode, run.venv.fingerprint)
         self.came = True
         if why is not None:
-            self.cr.log(f"{run.session}: {why}")
+            self.cr.voice.log(f"{run.session}: {why}")
         self._resolve(prior)
 
     def kept(self) -> Kept | None:
@@ -103,15 +103,15 @@ class TeethScope:
         self.wait()
         if self.keep is None:
             return None
-        self.cr.log(self._kept_line())
+        self.cr.voice.log(self._kept_line())
         return Kept(self.keep, self.workers)
 
     def announce(self) -> None:
         """What the scope keeps and the -n it cut, said as the tests start."""
         if self.keep is not None:
-            self.cr.log(self._kept_line())
+            self.cr.voice.log(self._kept_line())
         if self.note is not None:
-            self.cr.log(self.note)
+            self.cr.voice.log(self.note)
 
     def judged(self, verdict: Verdict) -> Verdict:
         """The verdict of a mode that checks coverage, with the scope it ran under."""

@@ -16,7 +16,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from filelock import FileLock
 from ..config.model import Libs
 from ..host.elf import kind
 from ..util.fs import write_json
+from ..util.voice import Voice
 from .venvs import BuildError, find_uv, index_args
 
 FINGERPRINT = "ort-matrix-libset.json"
@@ -63,8 +63,7 @@ def _recorded_files(where: Path) -> list[str]:
     return [str(f) for f in files] if isinstance(files, list) else []
 
 
-def ensure(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Path,
-           log: Callable[[str], None] = print) -> Path:
+def ensure(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Path, voice: Voice) -> Path:
     """The set's install dir, installed first if needed; raises BuildError naming the failed step."""
     where = target(libs, wheelhouse, offline, venvs_dir)
     where.parent.mkdir(parents=True, exist_ok=True)
@@ -72,15 +71,15 @@ def ensure(libs: Libs, wheelhouse: tuple[str, ...], offline: bool, venvs_dir: Pa
         if (where / FINGERPRINT).is_file():
             recorded = _recorded_files(where)
             if recorded and recorded == list(files_in(where)) and all(os.path.isfile(f) for f in recorded):
-                log(f"reusing libs set {libs.id} ({where})")
+                voice.log(f"reusing libs set {libs.id} ({where})")
                 return where
-            log(f"reinstalling libs set {libs.id}: its files are not the ones it was installed with ({where})")
+            voice.log(f"reinstalling libs set {libs.id}: its files are not the ones it was installed with ({where})")
         shutil.rmtree(where, ignore_errors=True)  # what an unfinished install left
         uv = find_uv()
         cmd = ([uv, "pip", "install", "--link-mode=copy", "--python", sys.executable] if uv else
                [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
         cmd += ["--no-deps", "--target", str(where), *index_args(offline, wheelhouse), *libs.pip]
-        log(f"installing libs set {libs.id} ({len(libs.pip)} wheels)… $ {shlex.join(cmd)}")
+        voice.log(f"installing libs set {libs.id} ({len(libs.pip)} wheels)… $ {shlex.join(cmd)}")
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
             shutil.rmtree(where, ignore_errors=True)

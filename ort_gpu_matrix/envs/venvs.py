@@ -17,7 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +31,7 @@ from ..host.pythons import find_uv as find_uv  # host looks for uv's pythons wit
 from ..plan.cells import Cell
 from ..util.errors import UserError
 from ..util.fs import write_json
+from ..util.voice import Voice
 
 FINGERPRINT = "ort-matrix-fingerprint.json"
 TORCH_PTH = "_ort_matrix_torch_env.pth"
@@ -126,8 +127,8 @@ def _pick_backend(choices: tuple[str, ...], torch_env: bool) -> tuple[str, str |
                      "pip install virtualenv (or uv), or add venv to matrix.backend")
 
 
-def _run(cmd: list[str], log: Callable[[str], None]) -> None:
-    log("$ " + shlex.join(cmd))
+def _run(cmd: list[str], voice: Voice) -> None:
+    voice.log("$ " + shlex.join(cmd))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-25:])
@@ -142,22 +143,22 @@ def index_args(offline: bool, wheelhouse: tuple[str, ...]) -> list[str]:
     return args
 
 
-def _build(cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> str:
+def _build(cell: Cell, r: Resolved, where: Path, voice: Voice) -> str:
     backend, uv = _pick_backend(cell.settings.backends, bool(r.torch_site))
     asked = [r.ort_install, *cell.ort.with_, *cell.settings.tools, *cell.suite.installs,
              *([cell.torch.requirement] if cell.torch.requirement else [])]
-    log(f"building venv {where.name} ({backend}, {len(asked)} packages)…")
+    voice.log(f"building venv {where.name} ({backend}, {len(asked)} packages)…")
     py = where / "bin" / "python"
     if uv is not None:
-        _run([uv, "venv", "--quiet", "--python", r.interpreter, str(where)], log)
+        _run([uv, "venv", "--quiet", "--python", r.interpreter, str(where)], voice)
         # copies, not uv's default hardlinks into its cache: a test that writes into site-packages would
         # otherwise damage the cache and every venv linked to it (a rebuild would bring the damage back)
         pip = [uv, "pip", "install", "--link-mode=copy", "--python", str(py)]
     else:
         if backend == "virtualenv":
-            _run([sys.executable, "-m", "virtualenv", "--quiet", "-p", r.interpreter, str(where)], log)
+            _run([sys.executable, "-m", "virtualenv", "--quiet", "-p", r.interpreter, str(where)], voice)
         else:
-            _run([r.interpreter, "-m", "venv", str(where)], log)
+            _run([r.interpreter, "-m", "venv", str(where)], voice)
         pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if r.torch_site:
         # before installing, so pip counts the environment's numpy, protobuf, ... as installed
@@ -168,14 +169,14 @@ def _build(cell: Cell, r: Resolved, where: Path, log: Callable[[str], None]) -> 
     t = cell.torch
     if t.requirement:
         extra = ["--index-url", t.index_url] if t.index_url and not cell.settings.offline else []
-        _run([*pip, *index, *extra, t.requirement], log)
+        _run([*pip, *index, *extra, t.requirement], voice)
     rest = [*cell.ort.with_, *cell.settings.tools, *cell.suite.installs]
     if cell.ort.index_url and not cell.settings.offline:
         # ORT (and what it depends on) from its own index only; the rest from the usual ones
-        _run([*pip, *index, "--index-url", cell.ort.index_url, r.ort_install], log)
-        _run([*pip, *index, *rest], log)
+        _run([*pip, *index, "--index-url", cell.ort.index_url, r.ort_install], voice)
+        _run([*pip, *index, *rest], voice)
     else:
-        _run([*pip, *index, r.ort_install, *rest], log)
+        _run([*pip, *index, r.ort_install, *rest], voice)
     return backend
 
 
@@ -246,19 +247,19 @@ def state(cell: Cell, r: Resolved, venvs_dir: Path) -> str:
 
 
 def _build_in_place(cell: Cell, r: Resolved, target: Path, fp: dict[str, Any],
-                    log: Callable[[str], None]) -> None:
+                    voice: Voice) -> None:
     shutil.rmtree(target, ignore_errors=True)
     try:
-        backend = _build(cell, r, target, log)
+        backend = _build(cell, r, target, voice)
         write_json(target / FINGERPRINT, {"fingerprint": fp, "backend": backend})  # last: marks it complete
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    log(f"built venv {target} with {backend}")
+    voice.log(f"built venv {target} with {backend}")
 
 
 @contextmanager
-def ensure_venv(cell: Cell, r: Resolved, venvs_dir: Path, log: Callable[[str], None] = print) -> Iterator[Venv]:
+def ensure_venv(cell: Cell, r: Resolved, venvs_dir: Path, voice: Voice) -> Iterator[Venv]:
     """The cell's venv, reused when its fingerprint matches and it is whole, else built; held shared while in use."""
     root = venvs_dir
     target = root / venv_name(cell)
@@ -270,13 +271,13 @@ def ensure_venv(cell: Cell, r: Resolved, venvs_dir: Path, log: Callable[[str], N
     if leftovers:
         with lock.write_lock():
             for leftover in leftovers:
-                log(f"removing {leftover}, left by an unfinished build")
+                voice.log(f"removing {leftover}, left by an unfinished build")
                 shutil.rmtree(leftover, ignore_errors=True)
     while True:
         with lock.read_lock():
             if _stale_because(target, fp, cell.python) is None:
                 if not built:
-                    log(f"reusing venv {target} (fingerprint unchanged)")
+                    voice.log(f"reusing venv {target} (fingerprint unchanged)")
                 yield Venv(target, target / "bin" / "python", site_packages(target, cell.python), fp)
                 return
         with lock.write_lock():  # waits until no run uses the venv
@@ -289,6 +290,6 @@ def ensure_venv(cell: Cell, r: Resolved, venvs_dir: Path, log: Callable[[str], N
                     raise BuildError(f"venv {target} is unusable right after a fresh build ({why.split(': ', 1)[-1]});"
                                      " the installer's cache may hold a damaged copy: clear it (uv cache clean,"
                                      " pip cache purge) and run again")
-                log(why)
-                _build_in_place(cell, r, target, fp, log)
+                voice.log(why)
+                _build_in_place(cell, r, target, fp, voice)
                 built = True

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from ..envs.venvs import Venv, importable
 from ..host.gpumem import PeakSampler
 from ..util.fs import copy_atomic, write_atomic
 from ..util.orphans import die_with_parent
+from ..util.voice import Voice
 from .group import STOP_GRACE_S, Interrupted, Signals, stop_group
 from .probe_report import read_report
 from .request import KeepLater, Launch, ModeRun
@@ -96,11 +97,11 @@ def install_probe(venv: Venv) -> None:
             stale.unlink()
 
 
-def _pump(stream: object, sink: object, echo: Callable[[str], None]) -> None:
+def _pump(stream: object, sink: object, voice: Voice) -> None:
     for line in stream:  # type: ignore[attr-defined]
         sink.write(line)  # type: ignore[attr-defined]
         sink.flush()  # type: ignore[attr-defined]
-        echo(line.rstrip("\n"))
+        voice.echo(line.rstrip("\n"))
 
 
 def _read_progress(path: Path) -> ProbeProgress:
@@ -238,7 +239,7 @@ class _Supervisor:
     files: _Files
     launch: Launch
     tests: list[str]
-    say: Callable[[str], None]
+    voice: Voice
     started: float = field(default_factory=time.time)
     code: int | None = None
     stopped: str | None = None
@@ -246,7 +247,7 @@ class _Supervisor:
     gpu_memory: dict[str, object] | None = None
 
     def wait(self, proc: subprocess.Popen[str], pump: threading.Thread, signals: Signals, gpu: str | None) -> None:
-        suite, say = self.run.cell.suite, self.say
+        suite, log = self.run.cell.suite, self.voice.log
         sampler = PeakSampler(proc.pid, gpu)
         try:  # from here on, any interrupt stops the group that now exists, however early it comes
             pump.start()
@@ -257,13 +258,13 @@ class _Supervisor:
                 self.code = proc.wait(timeout=suite.timeout)
         except subprocess.TimeoutExpired:
             self.stopped = f"timed out after {suite.timeout} s"
-            say(f"{self.stopped}: stopping pytest's process group (pid {proc.pid})")
+            log(f"{self.stopped}: stopping pytest's process group (pid {proc.pid})")
             stop_group(proc, STOP_GRACE_S)
         except KeyboardInterrupt as exc:
             name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
             self.stopped, self.interrupt = f"interrupted ({name})", exc
             signals.stopping(proc, self.files.workdir)
-            say(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; a second Ctrl-C exits at once")
+            log(f"{name}: stopping pytest (pid {proc.pid}) and writing the result; a second Ctrl-C exits at once")
             stop_group(proc, STOP_GRACE_S)
         finally:
             pump.join(timeout=30)
@@ -280,14 +281,14 @@ class _Supervisor:
         r = self.run.resolved
         if keep is not None and narrowed(list(r.test_files), r.suite_root, keep) == list(self.tests) and same_n:
             write_atomic(self.files.selection, json.dumps(sorted(keep)))  # renamed into place: never read half
-            self.say(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
+            self.voice.log(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
             return
         stop_group(proc, STOP_GRACE_S)
         raise EarlyAbandoned(keep, waited)
 
 
-def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], echo: Callable[[str], None] = print,
-             say: Callable[[str], None] = print, launch: Launch | None = None) -> RunOutcome:
+def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], voice: Voice,
+             launch: Launch | None = None) -> RunOutcome:
     """Run pytest for one mode in `workdir` (a private dir the caller removes), and gather the witnesses."""
     launch = launch or Launch()
     install_probe(run.venv)
@@ -298,8 +299,8 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], echo: Callable
     suite, r = run.cell.suite, run.resolved
     env, applied = mode_env(run.mode, suite, r, run.venv.path, channels, {**os.environ, **launch.given})
     cmd = _command(run, files, posargs, tests)
-    say(f"$ {shlex.join(cmd)}")
-    watch = _Supervisor(run, files, launch, tests, say)
+    voice.log(f"$ {shlex.join(cmd)}")
+    watch = _Supervisor(run, files, launch, tests, voice)
     with Signals() as signals, files.log.open("w") as sink:
         try:
             proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -310,7 +311,7 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], echo: Callable
         if launch.started_group is not None:
             launch.started_group(proc.pid)
         try:
-            watch.wait(proc, threading.Thread(target=_pump, args=(proc.stdout, sink, echo), daemon=True), signals,
+            watch.wait(proc, threading.Thread(target=_pump, args=(proc.stdout, sink, voice), daemon=True), signals,
                        env.get("CUDA_VISIBLE_DEVICES"))
         except EarlyAbandoned as exc:  # pytest was stopped before any test: nothing here is a run's witness
             os.close(digest_r)

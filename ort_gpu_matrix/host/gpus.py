@@ -17,10 +17,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 
 from ..util.errors import UserError
+from ..util.voice import Voice
 
 _LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)")
 
@@ -55,7 +56,7 @@ def inventory() -> dict[str, tuple[str, str]]:
     return found if isinstance(found, dict) else {}
 
 
-def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = print) -> list[str]:
+def slots(spec: str | None, per_gpu: int, voice: Voice) -> list[str]:
     """The GPU of each slot, N slots per GPU, spread over the GPUs first; [] means in-process, one after another."""
     if per_gpu < 1:
         raise GpuError(f"--slots-per-gpu {per_gpu}: give 1 or more mode runs per GPU")
@@ -66,10 +67,10 @@ def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = prin
     found = nvidia_smi_gpus()
     if spec == "all":
         if isinstance(found, str):
-            warn(f"--gpus all: {found}, so no GPU can be listed: running the cells one after another in this process")
+            voice.warn(f"--gpus all: {found}, so no GPU can be listed: running the cells one after another in this process")
             return []
         if not found:
-            warn("--gpus all: nvidia-smi -L lists no GPU: running the cells one after another in this process")
+            voice.warn("--gpus all: nvidia-smi -L lists no GPU: running the cells one after another in this process")
             return []
         gpus = sorted(found, key=int)
     else:
@@ -77,7 +78,7 @@ def slots(spec: str | None, per_gpu: int = 1, warn: Callable[[str], None] = prin
         if not gpus or not all(p.isdigit() for p in gpus) or len(set(gpus)) != len(gpus):
             raise GpuError(f"--gpus {spec!r}: give GPU indices such as 0,1 (each once), or all")
         if isinstance(found, str):
-            warn(f"--gpus {spec}: {found}, so the indices cannot be checked: taken as given, as slots")
+            voice.warn(f"--gpus {spec}: {found}, so the indices cannot be checked: taken as given, as slots")
         else:
             missing = [g for g in gpus if g not in found]
             if missing:

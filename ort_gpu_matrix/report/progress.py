@@ -1,9 +1,9 @@
 """A sweep you can watch: one line as each mode run starts and ends, and on a terminal one live line.
 
 An observer of the runs' start and end events, whoever schedules them: the scheduler's child
-processes (`job_started`/`job_ended`, scheduler.Events) or the in-process harness of a serial sweep
-(`mode_started`/`mode_ended`, drive/context.py's ModeWatcher). It owns no scheduling, so a scheduler that orders or
-overlaps runs differently still feeds it the same two events.
+processes (`job_started`/`job_ended`, scheduler.JobEvents) or the in-process harness of a serial sweep
+(`mode_started`/`mode_ended`, the ModeEvents of util/voice.py, where `heard` puts it). It owns no scheduling, so a
+scheduler that orders or overlaps runs differently still feeds it the same two events.
 
 The time left is estimated from each run's last duration (history.last_duration, the same figure
 the plan orders by): what the runs not yet ended are still expected to take, spread over the slots.
@@ -16,6 +16,7 @@ log line) is escaped for the terminal.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from ..drive.readback import fresh_result
 from ..drive.scheduler import Job
 from ..store.results import Result
 from ..util.escape import term
+from ..util.voice import Voice, unheard
 from .render.live import Display
 from .states import counts_text, tally_text
 
@@ -150,6 +152,11 @@ class SweepProgress:
                 self.done.add(job)
                 self.display.line(f"FAIL   {job.session}  not run: {term(why)}", verdict="FAIL")
         self.display.refresh()
+
+    def heard(self, voice: Voice) -> Voice:
+        """The voice of a run watched here: the harness's lines to <results>/sweep.log (`detail`), pytest's output
+        only in each run's log, and each mode run's start and end to this display."""
+        return dataclasses.replace(voice, log=self.detail, echo=unheard, events=self)
 
     def detail(self, line: str) -> None:
         """What the harness says as it goes (venvs, commands): --verbose shows it; here it goes to <results>/sweep.log."""

@@ -16,10 +16,10 @@ import re
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from .fs import private_dir
+from .voice import Voice
 
 PREFIX = "ort-matrix-"
 _PR_SET_PDEATHSIG = 1
@@ -50,13 +50,13 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
-def new_workdir(session: str, log: Callable[[str], None] = print) -> Path:
+def new_workdir(session: str, voice: Voice) -> Path:
     """A fresh private 0700 dir for one run, named for the process that owns it; stale ones go first."""
     global _cleaned
     if not _cleaned:
         _cleaned = True
         for gone in clean_stale_workdirs():
-            log(f"removed {gone}: the run that made it was killed")
+            voice.log(f"removed {gone}: the run that made it was killed")
     return private_dir(f"{PREFIX}{session}-p{os.getpid()}.{_start_time(os.getpid()) or 0}-")
 
 
