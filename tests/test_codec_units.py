@@ -2,6 +2,7 @@
 back equal and typed, and a file with a wrong type or an unknown enum value is refused naming the file and the key."""
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 
@@ -204,3 +205,48 @@ def test_the_codec_alone_round_trips_and_names_every_wrong_key():
                                   + ", found 'ink'", "inner[0].names: expected a string, found int 1",
                                   "value: expected a string, found float 1.5", "quiet: expected true/false, found a string 'no'"]
     assert str(err.value).endswith("; and 1 more")
+
+
+class _Shade(enum.Enum):
+    DARK = "dark"
+    LIGHT = "light"
+
+
+@dataclass(frozen=True)
+class _Circle:
+    radius: int
+
+
+@dataclass(frozen=True)
+class _Square:
+    side: int
+    shade: _Shade = _Shade.DARK
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    shape: _Circle | _Square  # a union of two records: the one the data fits is built, not the first listed
+    shades: tuple[_Shade, ...] = ()
+    label: str | None = "untitled"  # null is a value here: it stays None, never the default
+    # stored as a list of names or null; the field itself takes no null, so null means its default
+    tags: tuple[str, ...] = field(default=("plain",), metadata=codec.stored(shape=list[str] | None))
+    layer: int = 0
+
+
+def test_a_union_of_records_builds_the_one_the_data_fits():
+    got = codec.decode(_Drawing, {"shape": {"side": 3, "shade": "light"}})
+    assert got.shape == _Square(3, _Shade.LIGHT) and isinstance(got.shape.shade, _Shade)
+    assert codec.decode(_Drawing, {"shape": {"radius": 2}}).shape == _Circle(2)
+
+
+def test_a_tuple_of_enums_reads_back_as_enums():
+    got = codec.decode(_Drawing, {"shape": {"radius": 1}, "shades": ["light", "dark"]})
+    assert got.shades == (_Shade.LIGHT, _Shade.DARK) and all(isinstance(s, _Shade) for s in got.shades)
+    assert codec.decode(_Drawing, codec.encode(got)) == got
+
+
+def test_null_is_kept_where_the_field_takes_it_and_is_the_default_where_it_does_not():
+    got = codec.decode(_Drawing, {"shape": {"radius": 1}, "label": None, "tags": None, "layer": 4})
+    assert got.label is None  # the field's own type takes null: a stored null is a value
+    assert got.tags == ("plain",)  # only the stored shape takes null: the field's default
+    assert got.layer == 4  # and the fields after it are still read
