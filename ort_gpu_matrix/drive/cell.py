@@ -45,6 +45,7 @@ from .teeth import TeethScope, few_workers
 # the command's own problem and stops it whole; named once so the three callers cannot drift apart.
 CELL_ERRORS: tuple[type[UserError], ...] = (BuildError, StoreError, MatrixError)
 
+
 def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
     """One mode of the cell, from its session's lock to its stored result (attempt.py), with what it logs."""
     run, events, log = cr.mode_run(mode, venv), cr.voice.events, cr.voice.log
