@@ -316,8 +316,8 @@ def store_amended(results_dir: Path, result: Result) -> bool:
             write_json(Path(result.bundle) / "result.json", result.to_dict())
         current = current_path(results_dir, result.session)
         try:
-            now = json.loads(current.read_text()).get("run_id")
-        except (OSError, ValueError, AttributeError):
+            now = load(current).run_id
+        except ResultError:
             now = result.run_id  # no readable current result: this one becomes it
         if now != result.run_id:
             return False
