@@ -1,7 +1,7 @@
 """What a session's stored runs tell its next: the cost and tail the plan orders by, the GPU peak room.py counts.
 
 The one reader of stored results that does not go through the codec (store/results.py's `load`), on purpose: it
-reads four keys (duration, command, stopped, rerun_of, and the GPU peak) of the last few bundles to order a
+reads a few keys (duration, command, stopped, rerun_of, the GPU peak) of the last few bundles to order a
 sweep's queue, and a result written by another version, or cut short, must still order it rather than drop the
 session's history. An estimate that reads too much would turn a format change into a slower sweep.
 """
