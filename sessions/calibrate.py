@@ -44,7 +44,7 @@ def register(nox: Any, default_matrix: Path) -> None:
         from ort_gpu_matrix.app.calibrate import calibrate as engine
         from ort_gpu_matrix.config.loader import load_matrix
         from ort_gpu_matrix.report.render import color, live
-        from ort_gpu_matrix.util.voice import Voice
+        from ort_gpu_matrix.util.voice import Voice, unheard
 
         try:
             args = _parser().parse_args(session.posargs)
@@ -52,7 +52,8 @@ def register(nox: Any, default_matrix: Path) -> None:
             session.error(f"calibrate: {exc}; usage: {_parser().format_usage().strip()}")
             return
         display = None if args.verbose or args.from_dirs else live.for_here(color.enabled())
-        voice = Voice(log=session.log if display is None else display.line, echo=print, say=print, warn=session.warn)
+        # say: calibrate keeps its own lines in its outcome, printed below once the files are written
+        voice = Voice(log=session.log if display is None else display.line, echo=print, say=unheard, warn=session.warn)
         here = Path(session.invoked_from)  # nox runs from the noxfile's dir; paths are the user's
         asked = CalibrateArgs(write=here / args.write if args.write else None,
                               from_dirs=[here / d for d in args.from_dirs], force=args.force,

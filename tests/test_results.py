@@ -113,3 +113,20 @@ def test_an_amended_result_never_replaces_a_newer_run_that_became_current_meanwh
         "amended"]
     assert store.store_amended(harness.results, dataclasses.replace(newer, reasons=["amended too"])) is True
     assert json.loads((harness.results / f"{session}.json").read_text())["reasons"] == ["amended too"]
+
+
+def test_an_amended_result_never_replaces_a_newer_run_stored_by_another_version(tmp_path):
+    """The current result is another run's even when this version cannot read it (another schema version, a hand
+    edit): its run id decides, so an older amended verdict never replaces a newer run's, whatever wrote it."""
+    from helpers import result
+
+    from ort_gpu_matrix.store import results as store
+
+    amended = result("normal", {"t::a": "passed"}, run_id="OLDRUN", bundle=None)
+    current = store.current_path(tmp_path, amended.session)
+    current.write_text(json.dumps({"schema_version": 99, "run_id": "NEWRUN", "session": amended.session}))
+    assert store.store_amended(tmp_path, amended) is False
+    assert json.loads(current.read_text())["run_id"] == "NEWRUN"
+    current.write_text("{ cut short")  # not JSON: no run stands there, so the amended result becomes current
+    assert store.store_amended(tmp_path, amended) is True
+    assert json.loads(current.read_text())["run_id"] == "OLDRUN"

@@ -26,7 +26,7 @@ from ..drive import readback, scheduler
 from ..drive.batch import run_batch
 from ..drive.cell import CELL_ERRORS, run_cell
 from ..drive.census import censuses, handed_over
-from ..drive.confirm import Reruns, confirm
+from ..drive.confirm import ConfirmSettings, confirm
 from ..drive.context import CellRuns
 from ..drive.overlap import own_workers, sweep_room
 from ..execute.group import Interrupted
@@ -268,7 +268,7 @@ def _confirmed(ws: Workspace, plan: Plan, opts: Options, how: Invocation, result
     """The results with their changes confirmed; where confirmation stops, the first runs stand."""
     try:
         voice = how.voice if how.display is None else dataclasses.replace(how.voice, echo=unheard)  # in the logs
-        rr = Reruns(ws, opts.confirm, voice, how.posargs, given, wanted=opts.slots_per_gpu)
+        rr = ConfirmSettings(ws, opts.confirm, voice, how.posargs, given, wanted=opts.slots_per_gpu)
         return confirm(rr, plan.runnable, results, plan.before), None
     except CELL_ERRORS as exc:  # the first runs stand, every change unconfirmed-checked
         how.voice.log(f"sweep: warning: confirmation stopped, every change counts as it was first seen: {exc}")

@@ -54,7 +54,7 @@ DEFAULT = 2  # --confirm N: reruns per mode with something to confirm
 
 
 @dataclass(frozen=True)
-class Reruns:
+class ConfirmSettings:
     """How a sweep confirms: `n` reruns per mode with something to confirm, with the sweep's posargs.
 
     `given`: session -> what its run's slot set over the sweep's environment; each rerun gets it again.
@@ -73,7 +73,7 @@ class Reruns:
         return self.given.get(m.result.session, {})
 
 
-def _rerun(rr: Reruns, run: ModeRun, m: Suspects, keep_ids: list[str], extra: Sequence[str],
+def _rerun(rr: ConfirmSettings, run: ModeRun, m: Suspects, keep_ids: list[str], extra: Sequence[str],
            started_group: Callable[[int], None] | None = None) -> tuple[Result, dict[str, TestResult], list[str]]:
     """One confirmation rerun: a mode run in a private dir with only `keep_ids`, stored as a bundle of its own."""
     with locked(run, rr.voice) as scratch:
@@ -138,7 +138,7 @@ def _side_by_side(batch: list[tuple[Suspects, list[str]]],
             raise
 
 
-def _round(rr: Reruns, todo: list[tuple[Suspects, list[str]]], resolved: Resolved, venv: Venv, k: int) -> None:
+def _round(rr: ConfirmSettings, todo: list[tuple[Suspects, list[str]]], resolved: Resolved, venv: Venv, k: int) -> None:
     """Rerun k of n of one cell's modes: each its own process, side by side on the GPU where the host has room.
 
     The modes' reruns are independent (each its own private dir, fd tap, audit and bundle), like a cell's
@@ -174,7 +174,7 @@ def _round(rr: Reruns, todo: list[tuple[Suspects, list[str]]], resolved: Resolve
         _side_by_side(todo[at:at + room.slots], one)
 
 
-def _store(rr: Reruns, m: Suspects, results: list[Result]) -> Result:
+def _store(rr: ConfirmSettings, m: Suspects, results: list[Result]) -> Result:
     """One mode's confirmed result, amended and stored over the first run's (see store_amended)."""
     log, ws = rr.voice.log, rr.workspace
     source = spec(m.result.mode).coverage_from
@@ -198,7 +198,7 @@ def _store(rr: Reruns, m: Suspects, results: list[Result]) -> Result:
     return new
 
 
-def confirm(rr: Reruns, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
+def confirm(rr: ConfirmSettings, runnable: Sequence[tuple[Cell, tuple[str, ...], Resolved]], results: list[Result],
             before: Baseline | None) -> list[Result]:
     """The sweep's results with every change confirmed or not (see the module doc); each amended result re-stored."""
     if rr.n <= 0:

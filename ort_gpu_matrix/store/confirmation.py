@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from ..judge.counts import Counts
 from ..judge.verdicts import Status
 
-CHECKS = ("test", "tier", "unexpected", "libs")  # what a rerun checks a test for (see drive/confirm.py)
-
 
 @dataclass(frozen=True)
 class Rerun:
@@ -31,7 +29,7 @@ class TestRuns:
     """One test under confirmation: what it is checked for, what each run gave, what did not reproduce."""
 
     test: str
-    checks: list[str]  # of CHECKS
+    checks: list[str]  # what a rerun checks the test for (compare/suspects.py): test, tier, ep, fallback, unexpected, libs
     runs: list[str]  # the first run, then each rerun that ran it: "failed", "passed CUDNN_FLASH_ATTENTION"
     unconfirmed: list[str] = field(default_factory=list)  # the checks some rerun did not reproduce
     # the baseline's line the test/tier checks were judged against ("absent": not in it; None: no baseline, or a

@@ -315,10 +315,10 @@ def store_amended(results_dir: Path, result: Result) -> bool:
         if result.bundle is not None and Path(result.bundle).is_dir():
             write_json(Path(result.bundle) / "result.json", result.to_dict())
         current = current_path(results_dir, result.session)
-        try:
-            now = load(current).run_id
-        except ResultError:
-            now = result.run_id  # no readable current result: this one becomes it
+        try:  # its run id alone, raw: a current result of another version (or damaged) is still another run's
+            now = json.loads(current.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            now = result.run_id  # no current result, or not JSON: this one becomes it
         if now != result.run_id:
             return False
         write_json(current, result.to_dict())
