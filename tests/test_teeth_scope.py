@@ -215,7 +215,7 @@ def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_it
         current.write_text("{}")  # the session's last result
         calls.update(dict.fromkeys(calls, 0))
         voice = Voice.plain(log=said.append)
-        return teeth.TeethScope(CellRuns(cell, None, matrix.workspace, ("-n", "4"), voice=voice, **kw), run)
+        return teeth.TeethScope.open(CellRuns(cell, None, matrix.workspace, ("-n", "4"), voice=voice, **kw), run)
 
     said = []
     here = scope_of(earlier={census.session: census})

@@ -67,7 +67,7 @@ def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
 
 def _attempt(cr: CellRuns, run: ModeRun) -> tuple[RunOutcome, Result]:
     with locked(run, cr.voice) as scratch:
-        scope = TeethScope(cr, run)  # where its census comes from; resolved now unless it comes later
+        scope = TeethScope.open(cr, run)  # where its census comes from; resolved now unless it comes later
         cr.voice.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
         early = _run_early(cr, run, scratch, scope) if scope.file is not None else None
         outcome, verdict = _judged(cr, run, scratch, scope, early)

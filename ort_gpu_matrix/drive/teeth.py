@@ -71,11 +71,19 @@ class TeethScope:
     run (`prior`, its census `dispatch`), the node ids to keep (`keep`, None: every test) or why it cannot run
     (`refusal`), and the -n arguments a run of them gets (`workers`). `file`: set for a teeth whose census its
     parent hands over later; it waits (`wait`, or `kept` for one started early), and `basis` holds its last
-    run's tests to start on."""
+    run's tests to start on. Made with `open`, which resolves at once a scope whose census is here already, and
+    so retires the session's current result: a run is starting."""
+
+    @classmethod
+    def open(cls, cr: CellRuns, run: ModeRun) -> TeethScope:
+        scope = cls(cr, run)
+        if scope.file is None:
+            scope._resolve(scope.here)
+        return scope
 
     def __init__(self, cr: CellRuns, run: ModeRun) -> None:
         self.cr, self.run = cr, run
-        here = prior_of(cr.earlier, run.cell, run.mode, run.venv.fingerprint)
+        self.here = here = prior_of(cr.earlier, run.cell, run.mode, run.venv.fingerprint)  # this process's census
         self.file: Path | None = None if here is not None else later_of(cr.census_files, run.cell, run.mode)
         self.basis = None if self.file is None else earlyteeth.basis(cr.workspace.results_dir, run.session)
         self.came = False  # the census is here, or word that none will come: resolved
@@ -85,8 +93,6 @@ class TeethScope:
         self.refusal: str | None = None
         self.workers: list[str] = []
         self.note: str | None = None  # what `workers` changed, said as the tests start
-        if self.file is None:
-            self._resolve(here)
 
     def wait(self) -> None:
         """The census its parent hands over, waited for and resolved on; why none came is said."""
