@@ -151,3 +151,30 @@ def test_a_reruns_field_holds_one_whole_number():
     with pytest.raises(ValueError, match="reruns= must be given once, as a whole number"):
         Line.decode("passed reruns=1=2")
     assert Line.decode("passed MATH reruns=12") == Line("passed", (MATH,), 12)
+
+
+def test_a_record_names_each_tests_eps_and_says_the_census_was_taken():
+    from ort_gpu_matrix.judge.eps import EpCensus, EpTest
+
+    ep = EpCensus(taken=True, tests={"t::a": EpTest({"CPUExecutionProvider": 1, "CUDAExecutionProvider": 2}),
+                                     "t::b": EpTest({})})
+    rec = ModeRecord.of(result("normal", {"t::a": "passed", "t::b": "passed", "t::c": "passed"}, ep=ep))
+    assert [rec.tests[n].eps for n in ("t::a", "t::b", "t::c")] == [("CUDA", "CPU"), (), None]
+    assert rec.ep_census is True
+    assert ModeRecord.of(result("normal", {"t::a": "passed"})).ep_census is False
+
+
+def test_a_record_names_the_stack_that_served_each_test_where_the_processes_differ():
+    def lib(name: str, version: str) -> dict:
+        return {"library": name, "cuda_major": 12, "version": version, "file": f"/l/{name}-{version}.so"}
+
+    audits = [{"process": "gw0", "stack": [lib("cudnn", "9.1")]}, {"process": "gw1", "stack": [lib("cudnn", "9.8")]},
+              {"process": "controller", "stack": [lib("cudnn", "0.0")]}]  # ran no test: left out
+    libraries = Libraries(audits=audits, processes={"t::a": "gw0", "t::b": "gw1", "t::c": "gw1"})
+    summary = library_summary(result("normal", {"t::a": "passed", "t::b": "passed", "t::c": "passed"},
+                                     libraries=libraries))
+    nine_eight, nine_one = "cudnn CUDA 12 9.8 (/l/cudnn-9.8.so)", "cudnn CUDA 12 9.1 (/l/cudnn-9.1.so)"
+    assert summary["cuda_stacks"] == [[nine_eight], [nine_one]]  # the stack most tests had first
+    assert summary["stack_of"] == {"t::a": 1, "t::b": 0, "t::c": 0}
+    one = Libraries(audits=audits[:1], processes={"t::a": "gw0"})
+    assert "stack_of" not in library_summary(result("normal", {"t::a": "passed"}, libraries=one))

@@ -3,6 +3,8 @@ a mutant that renames a kind, swaps before/after or drops a change is caught in-
 tests to compare/changes.py's functions through its stats run)."""
 from __future__ import annotations
 
+import pytest
+
 from ort_gpu_matrix.compare.changes import Change, LibsDiff, Scope, add_stale_rules, compare, libs_comparison, show
 from ort_gpu_matrix.judge.stale import StaleRecord
 from ort_gpu_matrix.store.baseline import Baseline, ModeRecord
@@ -468,3 +470,30 @@ def test_the_terminal_and_markdown_name_the_stack_that_served_each_listed_test()
     assert "  - f.py::a: failed vs passed (served by L1 \\| R1)" in md  # the pipe escaped: no table cell break
     same_major = LibsDiff("normal", ("a", "b"), ([], []), [("f.py::a", "failed", "passed")])
     assert "served by" not in "\n".join(terminal._libs_comparison(SimpleNamespace(libs=[same_major])))  # type: ignore[arg-type]
+
+
+def test_a_libs_diff_says_each_sides_stacks_with_the_tests_each_served_and_who_served_a_test():
+    from ort_gpu_matrix.compare.changes import NOT_AUDITED, LibsDiff
+
+    diff = LibsDiff("normal", ("c12", "c13"), ([], []), [], majors=(12, 13),
+                    stacks=([["cudart CUDA 12 12.8 (/a)", "cudnn CUDA 12 9.8 (/b)"], []], []),
+                    served={"t::a": ("L1", NOT_AUDITED)}, spread=({"L1": 3, NOT_AUDITED: 2}, {}))
+    assert diff.stack_rows() == ["c12 L1, 3 test(s): cudart CUDA 12 12.8 (/a); cudnn CUDA 12 9.8 (/b)",
+                                 "c12 L2, 0 test(s): no CUDA library mapped",
+                                 "c12: 2 test(s) ran in a process no audit came back from",
+                                 "c13: no CUDA library audited"]
+    assert diff.served_text("t::a") == f"served by L1 | {NOT_AUDITED}"
+    assert diff.served_text("t::gone") == f"served by {NOT_AUDITED} | {NOT_AUDITED}"
+    with pytest.raises(ValueError):  # a side without its stacks is a bug, not a shorter list
+        LibsDiff("normal", ("c12", "c13"), ([], []), [], stacks=([],), spread=({}, {})).stack_rows()  # type: ignore[arg-type]
+
+
+def test_a_stack_label_says_where_a_test_is_absent_and_what_served_it_on_one_side():
+    from ort_gpu_matrix.compare.changes import NOT_AUDITED, _stacks, eps_text
+
+    two = {"cuda_stacks": [["a"], ["b"]], "stack_of": {"t::a": 1}}
+    stacks, label = _stacks(ModeRecord("pass", {}, {"t::a": Line("passed"), "t::b": Line("passed")}, None, two, {}),
+                            "R")
+    assert stacks == [["a"], ["b"]]
+    assert [label("t::a"), label("t::b"), label("t::gone")] == ["R2", NOT_AUDITED, "absent"]
+    assert [eps_text(("CUDA", "CPU")), eps_text(()), eps_text(None)] == ["CUDA, CPU", "no run", "no CUDA session"]
