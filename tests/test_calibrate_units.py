@@ -355,3 +355,28 @@ def test_a_canary_failure_in_a_normal_table_is_refused_and_said():
 
 def test_a_summary_of_an_empty_table_says_nothing():
     assert cal.summary(ModeTable("teeth")) == "teeth: nothing"
+
+
+def test_an_expect_file_writes_cuda_runs_rules_and_subtests_flags_as_toml_the_loader_reads():
+    """Every rule kind calibrate writes, with and without its optional keys, one line each and as [[tables]]
+    once too long, read back by tomllib to exactly the values given."""
+    import tomllib
+
+    from ort_gpu_matrix.config.expectfile import render
+    from ort_gpu_matrix.config.rules import CudaRunsRule, FlakyRule, Observation, Rule
+
+    seen = (Observation("gpu-3.12-x", "1.31.1", "2026-12-04"),)
+    long = "t::" + "a" * 300
+    table = ModeTable("normal", rules={"known_failures": [Rule("t::sub", "breaks", seen, subtests=True)]},
+                      flaky=[FlakyRule("t::f", ("passed", "failed"), (), "flips", subtests=True)],
+                      cuda_runs=[CudaRunsRule("t::c", 2, "runs on CUDA", seen), CudaRunsRule("t::d")])
+    tables = ModeTable("require_cudnn", cuda_runs=[CudaRunsRule(long, 3, "", seen, subtests=True)])
+    got = tomllib.loads(render(["a header"], [table, tables]))["expect"]
+    obs = [{"cell": "gpu-3.12-x", "ort": "1.31.1", "date": "2026-12-04"}]
+    assert got["normal"] == {
+        "known_failures": [{"test": "t::sub", "subtests": True, "reason": "breaks", "observed": obs}],
+        "known_flaky": [{"test": "t::f", "subtests": True, "outcomes": ["passed", "failed"], "reason": "flips"}],
+        "cuda_runs": [{"test": "t::c", "min": 2, "reason": "runs on CUDA", "observed": obs},
+                      {"test": "t::d", "min": 1}]}
+    assert got["require_cudnn"] == {"cuda_runs": [{"test": long, "subtests": True, "min": 3, "reason": "",
+                                                   "observed": obs}]}
