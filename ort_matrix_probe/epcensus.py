@@ -25,11 +25,12 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+from . import placement
 from .fdtap import FdTap
+from .schema import REASON_CHARS, first_line
 
 CUDA_EP = "CUDAExecutionProvider"
 RUN_METHODS = ("run", "run_with_iobinding", "run_with_ort_values", "run_with_ortvaluevector", "run_async")
-REASON_CHARS = 200
 PROVIDER_LIB = "libonnxruntime_providers_cuda.so"
 _STATE = "_ort_matrix_ep"  # the Tracked record on each session object that asked for the CUDA EP
 
@@ -53,11 +54,6 @@ def provider_names(providers: Any) -> list[str]:
         elif isinstance(p, (tuple, list)) and p and isinstance(p[0], str):
             out.append(p[0])
     return out
-
-
-def first_line(text: object) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0][:REASON_CHARS] if lines else ""
 
 
 def ort_log_reason(data: bytes) -> str | None:
@@ -102,7 +98,7 @@ def load_reason(capi_dir: str) -> str:
 class Tracked:
     """One session that asked for the CUDA EP: what it asked for, what serves it, and any fallback."""
 
-    __slots__ = ("sid", "asked", "served", "error", "fallback", "reason", "native")
+    __slots__ = ("sid", "asked", "served", "error", "fallback", "reason", "native", "placements", "placed", "unseen")
 
     def __init__(self, sid: int, asked: list[str]) -> None:
         self.sid, self.asked = sid, asked
@@ -111,6 +107,9 @@ class Tracked:
         self.fallback: str | None = None  # one of KINDS while the session is fallen back
         self.reason: str | None = None  # ORT's words for it; resolved late for NOT_LOADED (see reason_of)
         self.native: list[bytes] = []  # fd 2 while a CUDA creation ran
+        self.placements: list[placement.Placement] = []  # each build's node placement (placement.py), in order
+        self.placed: int | None = None  # the index in placements of the build serving now; None: unseen
+        self.unseen: str | None = None  # why the serving build's placement is unknown (None: seen, or not asked)
 
     @property
     def serving(self) -> str:
@@ -123,18 +122,21 @@ class Tracked:
 class Use:
     """What one test did with one tracked session: its runs per EP, and the fallback it met."""
 
-    __slots__ = ("runs", "fallback")
+    __slots__ = ("runs", "fallback", "placed", "unseen")
 
     def __init__(self) -> None:
         self.runs: dict[str, int] = {}
         self.fallback: str | None = None
+        self.placed: dict[int, int] = {}  # a placement the test met (its index in Tracked.placements) -> its runs
+        self.unseen: str | None = None  # why a build the test met has no placement
 
 
 class EpCensus:
     """One pytest session's census of CUDA-asking sessions, attributed to the test that is current."""
 
-    def __init__(self, current: Callable[[], str]) -> None:
+    def __init__(self, current: Callable[[], str], nodes: bool = True) -> None:
         self.current = current
+        self.nodes = nodes  # the node census: each CUDA-asking session's placement per node (placement.py)
         self.uses: dict[str, dict[int, Use]] = {}
         self.sessions: dict[int, Tracked] = {}
         self.capi_dir: str | None = None
@@ -162,6 +164,33 @@ class EpCensus:
         if use is None:
             use = per_test[t.sid] = Use()
         return use
+
+    def _met(self, t: Tracked) -> Use:
+        """The current test's use of `t`, with the placement serving now: the test met it, run or not."""
+        use = self._use(t)
+        if t.placed is not None:
+            use.placed.setdefault(t.placed, 0)
+        elif t.unseen is not None:
+            use.unseen = use.unseen or t.unseen
+        return use
+
+    def _ask(self, session: Any) -> str | None:
+        """Ask ORT to record the coming build's placement; why it will not, where it will not."""
+        return placement.ask(session, getattr(self._c, "SessionOptions", None)) if self.nodes else None
+
+    def _placed(self, t: Tracked, session: Any, refused: str | None) -> None:
+        """Read the placement of the build that just succeeded (or keep why it cannot be read). Only a build the
+        CUDA EP serves has one worth keeping: another's every node is on the EP serving it, and the fallback that
+        made it so is the EP census's to name."""
+        if not self.nodes or CUDA_EP not in (t.served or ()):
+            t.placed = t.unseen = None
+            return
+        seen = refused if refused is not None else placement.read(session)
+        if isinstance(seen, str):
+            t.placed, t.unseen = None, seen
+        else:
+            t.placements.append(seen)
+            t.placed, t.unseen = len(t.placements) - 1, None
 
     def _on_fd2(self, data: bytes, cuda: bool) -> None:
         with self._lock:
@@ -202,6 +231,7 @@ class EpCensus:
                     return original(session, providers, *args, **kwargs)
             t.asked = names
             self._use(t)  # the test that built it asked for CUDA, whether or not it ever runs it
+            refused = self._ask(session)
             with self._fd2(t):
                 try:
                     out = original(session, providers, *args, **kwargs)
@@ -209,6 +239,8 @@ class EpCensus:
                     t.error = first_line(exc) or type(exc).__name__
                     raise
             t.served, t.error = _providers_of(session), None
+            self._placed(t, session, refused)
+            self._met(t)
             if CUDA_EP in t.served:
                 t.fallback = t.reason = None
                 t.native = []  # served: its creation's log explains nothing
@@ -228,8 +260,11 @@ class EpCensus:
         handled = sys.exc_info()[1]
         in_run = self._running().get(t.sid, 0) > 0  # this thread is inside a run of it: Session.run's fallback
         retried, was = t.served is None and t.error is not None, t.served
+        refused = self._ask(session)
         out = original(session, *args, **kwargs)
         t.served = _providers_of(session)
+        self._placed(t, session, refused)
+        self._met(t)
         if retried:
             self._fell_back(t, RETRIED, t.error)
         elif in_run and was and CUDA_EP in was:
@@ -256,6 +291,10 @@ class EpCensus:
                 use = self._use(t)
                 ep = t.serving
                 use.runs[ep] = use.runs.get(ep, 0) + 1
+                if t.placed is not None:
+                    use.placed[t.placed] = use.placed.get(t.placed, 0) + 1
+                elif t.unseen is not None:
+                    use.unseen = use.unseen or t.unseen
                 if ep != CUDA_EP and t.fallback:
                     use.fallback = use.fallback or t.fallback
             return out
@@ -284,6 +323,9 @@ class EpCensus:
             for ep, n in use.runs.items():
                 mine.runs[ep] = mine.runs.get(ep, 0) + n
             mine.fallback = mine.fallback or use.fallback
+            for index, n in use.placed.items():
+                mine.placed[index] = mine.placed.get(index, 0) + n
+            mine.unseen = mine.unseen or use.unseen
 
     def take(self, test: str, keep: bool = False) -> list[dict[str, Any]]:
         """The test's entries (schema.EpUse), in the order it met its sessions; forgotten here unless `keep`."""
@@ -296,8 +338,22 @@ class EpCensus:
                 entry["fallback"], entry["reason"] = use.fallback, self.reason_of(t) or ""
             if t.served is None and t.error:
                 entry["error"] = t.error
+            if use.placed:
+                entry["nodes"] = nodes_of(t, use)
+            if use.unseen:
+                entry["nodes_unseen"] = use.unseen
             out.append(entry)
         return out
+
+
+def nodes_of(t: Tracked, use: Use) -> list[dict[str, Any]]:
+    """Each node of the placements a test met, with the runs it made while each served (schema.NodeUse): a node
+    that Session.run's fallback moved to the CPU appears once per EP it ran on."""
+    runs: dict[tuple[str, str, str], int] = {}
+    for index, n in use.placed.items():
+        for ep, op, name in t.placements[index]:
+            runs[(op, name, ep)] = runs.get((op, name, ep), 0) + n
+    return [{"op": op, "name": name, "ep": ep, "runs": n} for (op, name, ep), n in runs.items()]
 
 
 def _providers_of(session: Any) -> list[str]:

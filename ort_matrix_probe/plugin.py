@@ -58,6 +58,7 @@ OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
 KEEP_ENV = "ORT_MATRIX_KEEP"
 ENV_NAMES_ENV = "ORT_MATRIX_ENV_NAMES"  # a JSON list: the variables whose values the report records, as seen here
 EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
+NODE_CENSUS_ENV = "ORT_MATRIX_NODE_CENSUS"  # "off": the EP census without node placement (bench/node_census.py)
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
@@ -108,7 +109,8 @@ class Probe:
         self.envs: dict[str, dict[str, str | None]] = {}  # the xdist workers', as each read its own
         self.scopes = Scopes(lambda: self.current, self._fold)
         self.calls: dict[str, Any] = {}  # each running test's call report, read again once pytest is done with it
-        self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(self.scopes.key)
+        self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(
+            self.scopes.key, nodes=os.environ.get(NODE_CENSUS_ENV) != "off")
         self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
         self.undo_subtests = arm_unittest(self.scopes)
         self.isolation = Isolation(mode, self.process_name)

@@ -11,11 +11,19 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from typing import NotRequired
 
-REPORT_VERSION = 4  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep"); 4: subtests, env
-READS_REPORTS = (2, 3, 4)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+REPORT_VERSION = 5  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep"); 4: subtests, env;
+# 5: each CUDA-served session's node placement ("nodes", "nodes_unseen" in an EP use)
+READS_REPORTS = (2, 3, 4, 5)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
 SUBTEST_PLACEHOLDER = "(<subtest>)"  # a subtest with neither a message nor params, as pytest names it
 _DESCRIPTION_CHARS = 300  # a description is cut here: an id stays a line a person can read
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: different in every process
+REASON_CHARS = 200  # ORT's words for a fallback or an unseen placement: a first line, cut here
+
+
+def first_line(text: object) -> str:
+    """The first non-blank line of `text`, stripped and cut to REASON_CHARS: a reason a report keeps."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0][:REASON_CHARS] if lines else ""
 
 
 def subtest_description(msg: object, params: dict[str, Any]) -> str:
@@ -59,6 +67,15 @@ def parent_of(nodeid: str) -> str | None:
     return None
 
 
+class NodeUse(TypedDict):
+    """One node of a build the CUDA EP served, as ORT placed it (placement.py), with the test's runs of that build."""
+
+    op: str  # its op type, domain first unless ONNX's own (`Unique`, `com.microsoft.MoE`)
+    name: str  # the node's name in the graph ORT partitioned (after its optimizers: a fused node has its own)
+    ep: str  # the EP ORT placed it on
+    runs: int  # the test's runs of the session while that build served it (0: built, never run by this test)
+
+
 class EpUse(TypedDict):
     """One session that asked for the CUDA EP, as one test built or ran it (epcensus.py)."""
 
@@ -69,6 +86,8 @@ class EpUse(TypedDict):
     fallback: NotRequired[str]  # not_in_build, not_loaded, retried, run_fallback: the CUDA EP did not serve
     reason: NotRequired[str]  # ORT's words for it, first line, at most 200 characters
     error: NotRequired[str]  # its creation raised this and nothing served it (the test went on regardless)
+    nodes: NotRequired[list[NodeUse]]  # the placement of each build the CUDA EP served that the test met (version 5)
+    nodes_unseen: NotRequired[str]  # why such a build's placement is unknown (an ORT before 1.24, the test's say)
 
 
 class SubtestEntry(TypedDict):

@@ -277,7 +277,8 @@ def write_file(workspace: Workspace, suite: Suite, path: Path, text: str) -> dic
 
     def check(tmp: Path) -> None:
         try:
-            loaded.update(suite_expect(workspace.matrix_file, suite.id, tmp))
+            loaded.update({m: dataclasses.replace(e, nodes=suite.node_policy)  # as the loader hands them on
+                           for m, e in suite_expect(workspace.matrix_file, suite.id, tmp).items()})
         except MatrixError as exc:
             raise CalibrateError(f"the file calibrate wrote does not load, so nothing was written:\n{exc}") from None
 

@@ -20,6 +20,7 @@ from ..util.errors import MatrixError, Problem
 from .duplicates import duplicate
 from .model import (
     BACKENDS,
+    CPU_NODES,
     FLAKY_OUTCOMES,
     ID_PATTERN,
     ISOLATIONS,
@@ -118,14 +119,9 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
         if "files" in body and not suite.files:
             r.bad(f"{key}.files", "is empty", 'add files = ["test_*.py"] (relative to root)')
         _root_reference(r, f"{key}.root", suite.root)
-        if suite.teeth_scope not in TEETH_SCOPES:
-            near = difflib.get_close_matches(suite.teeth_scope, TEETH_SCOPES, n=1, cutoff=0.6)
-            r.bad(f"{key}.teeth_scope", f"{suite.teeth_scope!r} is not a teeth scope"
-                  + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(TEETH_SCOPES)}")
-        if suite.isolation not in ISOLATIONS:
-            near = difflib.get_close_matches(suite.isolation, ISOLATIONS, n=1, cutoff=0.6)
-            r.bad(f"{key}.isolation", f"{suite.isolation!r} is not an isolation"
-                  + (f" (did you mean `{near[0]}`?)" if near else ""), f"use one of: {', '.join(ISOLATIONS)}")
+        _one_of(r, f"{key}.teeth_scope", suite.teeth_scope, TEETH_SCOPES, "a teeth scope")
+        _one_of(r, f"{key}.isolation", suite.isolation, ISOLATIONS, "an isolation")
+        _one_of(r, f"{key}.cpu_nodes", suite.cpu_nodes, CPU_NODES, "a cpu_nodes choice")
         for name in sorted(suite.env):
             why = reserved(name)
             if why:
@@ -135,8 +131,16 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
         expect = _expect_tables(r, tables, f"{key}.expect")
         if suite.expect_file is not None:
             expect = _merge_expect_file(r, (base / suite.expect_file).resolve(), key, tables, expect)
-        out[ident] = dataclasses.replace(suite, expect=expect)
+        policy = suite.node_policy
+        out[ident] = dataclasses.replace(suite, expect={m: dataclasses.replace(e, nodes=policy) for m, e in expect.items()})
     return out
+
+
+def _one_of(r: Reader, key: str, value: str, choices: tuple[str, ...], what: str) -> None:
+    if value not in choices:
+        near = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+        r.bad(key, f"{value!r} is not {what}" + (f" (did you mean `{near[0]}`?)" if near else ""),
+              f"use one of: {', '.join(choices)}")
 
 
 def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, DispatchExpect]:

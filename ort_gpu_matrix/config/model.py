@@ -18,7 +18,10 @@ from .keys import key as key
 from .keys import keys_of as keys_of
 from .overrides import Workspace
 from .rules import FLAKY_OUTCOMES as FLAKY_OUTCOMES
+from .rules import OP_PATTERN as OP_PATTERN
 from .rules import TIER_PATTERN as TIER_PATTERN
+from .rules import CpuOpsRule as CpuOpsRule
+from .rules import CudaOpsRule as CudaOpsRule
 from .rules import CudaRunsRule as CudaRunsRule
 from .rules import FallbackRule as FallbackRule
 from .rules import FlakyRule as FlakyRule
@@ -32,6 +35,23 @@ ID_PATTERN = r"[A-Za-z0-9_.]+"
 LOADERS = ("preload", "ort_preload_dlls", "torch_first")
 TEETH_SCOPES = ("all", "cudnn")
 ISOLATIONS = ("restore", "report", "off")  # ort_matrix_probe/isolation.py
+CPU_NODES = ("warn", "fail")
+# ORT places shape computations on the CPU on purpose (its CPU-preferred nodes: the small int64 subgraphs that feed
+# a kernel's CPU inputs, such as Reshape's shape). It picks them by walking the graph, which the node census cannot
+# see, so they are named by op type: a CPU node of one of these is never warned about, and calibrate leaves them out
+# of cuda_ops rules. Arithmetic (Add, Mul, ...) is left out on purpose: on float data it is the model's own work.
+SHAPE_OPS = ("Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Range",
+             "ConstantOfShape", "Reshape", "Expand", "Equal", "Where", "ReduceProd", "NonZero")
+
+
+@dataclass(frozen=True)
+class NodePolicy:
+    """How a node on the CPU inside a CUDA-served session is judged, from the suite's keys (cpu_nodes, shape_ops):
+    the loader hands it to every mode's expectations, so each judge of a run (the verdict, its reruns, calibrate)
+    reads the same policy."""
+
+    cpu_nodes: str = "warn"
+    shape_ops: tuple[str, ...] = SHAPE_OPS
 PYTHON_PATTERN = r"[0-9]+\.[0-9]+|this"  # "this": the interpreter running nox, so a smoke cell runs anywhere
 THIS_PYTHON = "this"
 # A suite root that begins with it lies under the source tree of the pairing's [ort.<id>]: each ORT build
@@ -142,6 +162,12 @@ class DispatchExpect:
         "build\"", ())
     cuda_runs: tuple[CudaRunsRule, ...] = key("tests that must make CUDA runs: each test that passed and matches a "
                                               "rule made at least `min` runs the CUDA EP served", ())
+    cuda_ops: tuple[CudaOpsRule, ...] = key("ops that must run on the CUDA EP: each test that passed and matches a "
+                                            "rule ran every op it lists, and only on the CUDA EP (node census)", ())
+    allowed_cpu_ops: tuple[CpuOpsRule, ...] = key("ops the tests a rule matches may run on the CPU inside a session "
+                                                  "the CUDA EP serves (no warning, and no failure under cpu_nodes = "
+                                                  "\"fail\")", ())
+    nodes: NodePolicy = field(default_factory=NodePolicy)  # the suite's cpu_nodes and shape_ops (not a key here)
 
 
 @dataclass(frozen=True)
@@ -209,10 +235,21 @@ class Suite:
                          "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "
                          'before the next test, so no tier depends on test order; "report" names it only; "off" '
                          "does neither", "restore", example='"restore"', pattern=f"^({'|'.join(ISOLATIONS)})$")
+    cpu_nodes: str = key('a node that ran on the CPU inside a session the CUDA EP served, that no cuda_ops or '
+                         'allowed_cpu_ops rule covers and that is not one of shape_ops: "warn" names it in the '
+                         'verdict\'s warnings, "fail" fails the mode', "warn", example='"fail"',
+                         pattern=f"^({'|'.join(CPU_NODES)})$")
+    shape_ops: tuple[str, ...] = key("ops ORT may place on the CPU on purpose (its CPU-preferred shape computations): "
+                                     "never warned about, and left out of the cuda_ops rules calibrate writes",
+                                     SHAPE_OPS, pattern=OP_PATTERN, example='["Shape", "Gather"]')
     slots_per_gpu: int | None = key("the most of this suite's mode runs that share one GPU at once (1: one after "
                                     "another); unset: decided from the GPU's free memory and the cores (room.py). "
                                     "A --slots-per-gpu above it is cut to it", None, minimum=1)
     expect: dict[str, DispatchExpect] = field(default_factory=dict)  # per mode, read by the loader
+
+    @property
+    def node_policy(self) -> NodePolicy:
+        return NodePolicy(self.cpu_nodes, self.shape_ops)
 
     @property
     def installs(self) -> tuple[str, ...]:

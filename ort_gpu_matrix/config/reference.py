@@ -12,6 +12,8 @@ import typing
 from typing import Any
 
 from .model import (
+    CpuOpsRule,
+    CudaOpsRule,
     CudaRunsRule,
     ExcludeEntry,
     FallbackRule,
@@ -143,6 +145,20 @@ def reference() -> str:
                  "Every test that passed and matches `test` must have made at least `min` runs that the CUDA EP "
                  "served; `nox -s calibrate` writes one per test function whose every passing case ran on CUDA. A "
                  "rule that matches no test that passed is stale.")
+    out += table(CudaOpsRule, "cuda_ops entries",
+                 "Every test that passed and matches `test` must have run each op in `ops`, and only on the CUDA EP: "
+                 "ORT places a node with no CUDA kernel for its type, version or dtype on the CPU EP without a word, "
+                 "so a test of it passes on the CPU inside a session `get_providers()` calls CUDA. An op is named by "
+                 "its type, after its domain unless it is ONNX's own (`Unique`, `com.microsoft.MoE`). `nox -s "
+                 "calibrate` writes one per test function, for the ops every passing case ran on CUDA, leaving out "
+                 "the suite's `shape_ops`. A rule that matches no test that passed is stale. See "
+                 "[the guide](../guide.md#which-ep-ran-each-op).")
+    out += table(CpuOpsRule, "allowed_cpu_ops entries",
+                 "A node that ran on the CPU inside a session the CUDA EP served is a warning (or, with the suite's "
+                 "`cpu_nodes = \"fail\"`, a failure) unless its op is one of the suite's `shape_ops` or a rule "
+                 "covers it: a `cuda_ops` rule that lists it (which fails the test instead), or one of these, which "
+                 "accepts it. Calibrate never writes them: accepting a CPU kernel is a person's decision. A rule "
+                 "that matches no such node is stale.")
     out += table(IncludeEntry, "[pairing] include = [{ ... }]",
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",

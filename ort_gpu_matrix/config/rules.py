@@ -79,6 +79,38 @@ class CudaRunsRule:
     subtests: bool = key(SUBTESTS_DOC, False)
 
 
+OP_PATTERN = r"^[A-Za-z0-9_.:-]+$"  # an op as the node census names it: its type, after its domain unless ONNX's own
+
+
+@dataclass(frozen=True)
+class CudaOpsRule:
+    """Ops that must run on the CUDA EP in the tests a rule matches: ORT places a node with no CUDA kernel for its
+    type, version or dtype on the CPU without a word, and the test still passes."""
+
+    test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
+                    required=True, regex=True, example='"TestMoE::"')
+    ops: tuple[str, ...] = key("the ops (`Unique`; another domain's after it: `com.microsoft.MoE`) that must run, and "
+                               "run on the CUDA EP only, in each matching test that passed", (), required=True,
+                               minimum=1, pattern=OP_PATTERN, example='["com.microsoft.MoE"]')
+    reason: str = key("why: what the tests are meant to run on", "")
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "no test that passed is stale only in the cells it was seen in", ())
+    subtests: bool = key(SUBTESTS_DOC, False)
+
+
+@dataclass(frozen=True)
+class CpuOpsRule:
+    """Ops a test may run on the CPU inside a session the CUDA EP serves (a person's decision, never calibrate's)."""
+
+    test: str = key("a regex searched in the node id", "", required=True, regex=True, example='"test_unique_"')
+    ops: tuple[str, ...] = key("the ops its CUDA sessions may run on the CPU EP", (), required=True, minimum=1,
+                               pattern=OP_PATTERN, example='["Unique"]')
+    reason: str = key("why it is tolerated (ORT has no CUDA kernel for it, say)", "", required=True)
+    observed: tuple[Observation, ...] = key("where calibrate saw it (cell, ORT version, date); a rule that matches "
+                                            "no CPU node is stale only in the cells it was seen in", ())
+    subtests: bool = key(SUBTESTS_DOC, False)
+
+
 FLAKY_OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from .model import (
     ID_PATTERN,
+    CpuOpsRule,
+    CudaOpsRule,
     CudaRunsRule,
     ExcludeEntry,
     FallbackRule,
@@ -105,7 +107,7 @@ def schema() -> dict[str, Any]:
     expect = {"type": "object", "additionalProperties": False, "description": "what each mode expects",
               "properties": {m.value: {"$ref": f"#/$defs/{s.expect_type.__name__}"} for m, s in SPECS.items()}}
     defs = {c.__name__: table(c) for c in (Settings, Ort, Torch, Libs, Rule, TierRule, FlakyRule, FallbackRule, CudaRunsRule,
-                                           Observation,
+                                           CudaOpsRule, CpuOpsRule, Observation,
                                            IncludeEntry, ExcludeEntry)}
     defs |= {s.expect_type.__name__: table(s.expect_type) for s in SPECS.values()}
     defs["Suite"] = table(Suite, {"expect": expect})

@@ -28,8 +28,11 @@ from typing import Any
 from ort_matrix_probe.schema import parent_of
 
 from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
+from ..util.codec import stored
+from . import nodes
 from .counts import TestResult
 from .covers import rule_covers
+from .nodes import NodeRun, node_runs, unseen_of
 from .outcomes import GONE, JUDGED, listing
 from .subtests import as_judged
 
@@ -81,6 +84,10 @@ class EpTest:
     runs: dict[str, int] = field(default_factory=dict)
     sessions: int = 0
     errors: list[str] = field(default_factory=list)  # creations that raised, with nothing served (first lines)
+    # the nodes of its CUDA-served builds, per EP (judge/nodes.py), and why some such build's placement is unknown;
+    # left out of the stored result where empty, so a test without a node census reads as before it existed
+    nodes: list[NodeRun] = field(default_factory=list, metadata=stored(omit_default=True))
+    nodes_unseen: list[str] = field(default_factory=list, metadata=stored(omit_default=True))
 
     @property
     def cuda_runs(self) -> int:
@@ -100,6 +107,8 @@ class EpCensus:
     tests: dict[str, EpTest] = field(default_factory=dict)
     fallbacks: list[Fallback] = field(default_factory=list)  # allowed ones too, marked with their rule
     hollow: list[str] = field(default_factory=list)  # passed, asked for the CUDA EP, no run it served, no fallback
+    # the report carried a node census (version 5): only then is "no nodes" a finding
+    nodes_taken: bool = field(default=False, metadata=stored(omit_default=True))
 
     @property
     def cuda_runs(self) -> int:
@@ -119,7 +128,7 @@ class EpFindings:
     stale: list[tuple[str, Any, str, list[str]]] = field(default_factory=list)  # key, rule, what, tests
 
 
-def census(tests: Iterable[TestResult], taken: bool) -> EpCensus:
+def census(tests: Iterable[TestResult], taken: bool, nodes_taken: bool = False) -> EpCensus:
     """The census of a run's tests, before any rule: fallbacks not yet allowed, hollow passes found."""
     per_test: dict[str, EpTest] = {}
     fallbacks: list[Fallback] = []
@@ -138,11 +147,11 @@ def census(tests: Iterable[TestResult], taken: bool) -> EpCensus:
                 fallbacks.append(Fallback(t.nodeid, kind, list(use["asked"]), list(use["served"]),
                                           use.get("reason", "")))
         errors = [u.get("error", "") for u in t.ep if u.get("error")]
-        entry = EpTest(dict(sorted(runs.items())), len(t.ep), errors)
+        entry = EpTest(dict(sorted(runs.items())), len(t.ep), errors, node_runs(t), unseen_of(t))
         per_test[t.nodeid] = entry
         if t.outcome in JUDGED and not entry.cuda_runs and not any(u.get("fallback") for u in t.ep):
             hollow.append(t.nodeid)  # a fallback already says why it made no CUDA run
-    return EpCensus(taken, per_test, fallbacks, sorted(hollow))
+    return EpCensus(taken, per_test, fallbacks, sorted(hollow), nodes_taken)
 
 
 def _named_by_subtests(tests: Sequence[TestResult]) -> dict[str, dict[int, int]]:
@@ -182,14 +191,16 @@ def unallowed_fallback(expect: DispatchExpect, t: TestResult) -> bool:
                for use in t.ep)
 
 
-def judge(expect: DispatchExpect, tests: Sequence[TestResult], taken: bool) -> tuple[EpCensus, EpFindings]:
+def judge(expect: DispatchExpect, tests: Sequence[TestResult], taken: bool,
+          nodes_taken: bool = False) -> tuple[EpCensus, EpFindings]:
     """The census with every rule applied: reasons for fallbacks no rule allows and broken cuda_runs rules,
-    a warning for hollow passes, and the stale rules."""
-    raw = census(tests, taken)
+    a warning for hollow passes, and the stale rules; then the node rules (judge/nodes.py), where a node census
+    was taken."""
+    raw = census(tests, taken, nodes_taken)
     out = EpFindings()
     fallbacks = [dataclasses.replace(f, allowed_by=_allowed(expect.allowed_fallbacks, f.nodeid, f.reason))
                  for f in raw.fallbacks]
-    result = EpCensus(taken, raw.tests, fallbacks, raw.hollow)
+    result = EpCensus(taken, raw.tests, fallbacks, raw.hollow, nodes_taken)
     bad = result.unallowed()
     if bad:
         tests_hit = sorted({f.nodeid for f in bad})
@@ -209,6 +220,11 @@ def judge(expect: DispatchExpect, tests: Sequence[TestResult], taken: bool) -> t
         lines = [f"{n} ({_made(result.tests[n])})" for n in result.hollow]
         out.warnings.append(f"{len(lines)} hollow pass(es): passed after asking for the CUDA EP, with no run it "
                             f"served: {listing(lines)}")
+    if nodes_taken or expect.cuda_ops:  # a cuda_ops rule is judged without a node census too: it cannot pass then
+        found = nodes.judge(expect, tests)
+        out.reasons += found.reasons
+        out.warnings += found.warnings
+        out.stale += found.stale
     return result, out
 
 

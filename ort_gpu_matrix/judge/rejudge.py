@@ -70,4 +70,4 @@ def rejudge(standard: Standard, report: ProbeReport, replaced: Mapping[str, Test
         coverage = dataclasses.replace(findings.coverage, scope=coverage.scope, selected=coverage.selected)
     return Rejudged(Status.FAIL if reasons else Status.PASS, reasons, counts, census(tests), coverage,
                     findings.tier_breaks, {t.nodeid: t.outcome for t in tests},
-                    eps.judge(expect, tests, first.ep.taken)[0])  # reports and baselines read it
+                    eps.judge(expect, tests, first.ep.taken, first.ep.nodes_taken)[0])  # reports and baselines read it

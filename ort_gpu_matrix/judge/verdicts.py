@@ -250,7 +250,7 @@ def expectation_reasons(outcomes: OutcomeJudge, expect: DispatchExpect, tests: l
     Calibrate re-judges a run with this under the expectations it wrote, to say what they cannot accept."""
     reasons = outcomes(expect, tests, counts, prior).reasons
     _dispatch_rules(expect, tests, reasons)
-    return reasons + eps.judge(expect, tests, taken=True)[1].reasons
+    return reasons + eps.judge(expect, tests, taken=True, nodes_taken=True)[1].reasons
 
 
 def skew_warning(report: ProbeReport | None, source: SourceTree | None) -> str | None:
@@ -296,7 +296,8 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
-    ep, ep_found = eps.judge(expect, tests, taken=report is not None and report.get("report_version", 0) >= 3)
+    version = report.get("report_version", 0) if report is not None else 0
+    ep, ep_found = eps.judge(expect, tests, taken=version >= 3, nodes_taken=version >= 5)
     found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), listing(shown))
                     for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)

@@ -44,14 +44,16 @@ from ..util.errors import UserError
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
 
-SCHEMA_VERSION = 5  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
+SCHEMA_VERSION = 6  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
 # coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test;
-# 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset)
+# 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset);
+# 6: the node census (ep.nodes_taken, and each test's nodes and nodes_unseen under ep.tests)
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
 # result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
 # result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION with those
 # tests as its tier_tests (_upgraded)
-READS = (1, 2, 3, 4, 5)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set
+READS = (1, 2, 3, 4, 5, 6)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set;
+# a version 1 to 5 result has no node census (ep.nodes_taken false: nothing is known of where its nodes ran)
 
 
 class ResultError(UserError):
