@@ -108,7 +108,7 @@ def test_a_baseline_is_written_as_sorted_one_space_json_and_reads_back_whole(tmp
                      None, {"cudnn_by_name": ["/l/libcudnn.so.9 (91400)"]}, {"host": "h1"}, "all", "restore")
     b = Baseline({"c1": {"normal": rec}}, "rel", "2026-12-01T00:00:00+00:00")
     assert b.to_json() == "\n".join([
-        "{", ' "baseline_version": 2,', ' "cells": {', '  "c1": {', '   "normal": {', '    "counts": {',
+        "{", ' "baseline_version": 3,', ' "cells": {', '  "c1": {', '   "normal": {', '    "counts": {',
         '     "collected": 1,', '     "passed": 1', "    },", '    "isolation": "restore",', '    "library": {',
         '     "cudnn_by_name": [', '      "/l/libcudnn.so.9 (91400)"', "     ]", "    },", '    "provenance": {',
         '     "host": "h1"', "    },", '    "teeth": null,', '    "tests": {', '     "t::a": "failed MATH",',

@@ -1,8 +1,9 @@
 """`nox -s bisect`: from a change the sweep confirmed to the ORT build that made it, as mozregression does for
 Firefox's nightlies and `git bisect run` for commits.
 
-What it follows: the confirmed regressions (or, with --improvement, the improvements) of the last sweep
-(`<results>/sweep.json`) in one cell and mode, or the tests --tests picks from that cell's last result. Over
+What it follows: the confirmed regressions (or, with --improvement, the improvements) of a test's outcome, tiers
+or EPs (`ep`, of the test as a whole or of one op) of the last sweep (`<results>/sweep.json`) in one cell and
+mode, or the tests --tests picks from that cell's last result. Over
 the builds given, oldest first, it runs the two ends, then halves (plan/bisection.py): each step one build, the
 followed tests only, judged against the good end (drive/bisect_step.py). Everything a user can get wrong is
 checked before anything is built: the cell, the mode, the test set, the builds against the index. The ends
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.changes import Change, ChangeKind
+from ..compare.placement import eps_text, op_text
 from ..config.model import Matrix
 from ..config.modes import MODES
 from ..drive.bisect_step import ABSENT, Stepper
@@ -26,6 +28,7 @@ from ..plan.bisection import BAD, GOOD, StepRun, groups, next_step, replayed
 from ..plan.builds import PYPI, Build, BuildsError, Index, between, dist_of, from_versions, from_wheels
 from ..plan.cells import Cell, cells_of
 from ..store import results
+from ..store.baseline import TestLine
 from ..store.bisection import Bisection, RecordError, load
 from ..store.results import ResultError
 from ..util.codec import CodecError
@@ -33,7 +36,8 @@ from ..util.errors import MatrixError, UserError
 from ..util.voice import Voice
 from .outputs import read_changes
 
-KINDS = (ChangeKind.TEST, ChangeKind.TIER)  # the changes a bisect follows: a test's outcome, the tiers it dispatched
+# the changes a bisect follows: a test's outcome, the tiers it dispatched, the EPs that served it or ran one of its ops
+KINDS = (ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP)
 
 
 class BisectError(UserError):
@@ -61,8 +65,14 @@ class Followed:
     cell: Cell
     mode: str
     source: str
-    tests: dict[str, str]  # test -> the change, as people read it
-    good: dict[str, Change] = field(default_factory=dict)  # test -> its change: `before` is the baseline's value
+    tests: dict[str, str]  # test -> its changes, as people read them
+    good: dict[str, list[Change]] = field(default_factory=dict)  # test -> its changes: `before` is the baseline's
+
+    def watch(self) -> dict[str, tuple[str, ...]]:
+        """Each test followed for an ep change, with the ops of its per-op ones (() the test as a whole): its step
+        lines say what served it and where those ops ran (drive/bisect_step.line)."""
+        return {t: tuple(sorted({c.op for c in cs if c.op})) for t, cs in self.good.items()
+                if any(c.kind == ChangeKind.EP for c in cs)}
 
 
 def _cell(matrix: Matrix, name: str) -> Cell:
@@ -115,7 +125,7 @@ def _from_sweep(matrix: Matrix, asked: BisectArgs, path: Path) -> Followed:
     narrowed = f" in {asked.cell or 'any cell'} {asked.mode or ''}".rstrip()
     if not places:
         raise BisectError(f"{path}: the last sweep (baseline {sweep.baseline!r}) has no confirmed {what} of a "
-                          f"test's outcome or tiers{narrowed}: the test set is empty; fix: "
+                          f"test's outcome, tiers or EPs{narrowed}: the test set is empty; fix: "
                           + ("drop --improvement, or " if asked.improvement else "--improvement, or ")
                           + "pick tests with --cell NAME --tests REGEX")
     if len(places) > 1:
@@ -123,12 +133,21 @@ def _from_sweep(matrix: Matrix, asked: BisectArgs, path: Path) -> Followed:
         raise BisectError(f"{path}: the last sweep's {what} are in {len(places)} cell modes; fix: pick one: {listed}")
     cell_name, mode = places[0]
     cell = _cell(matrix, cell_name)
-    tests = {c.test: f"{c.kind} {c.before} -> {c.after}" for c in changes if c.test}
-    return Followed(cell, mode, what, tests, {c.test: c for c in changes if c.test})
+    good: dict[str, list[Change]] = {}
+    for c in changes:
+        if c.test:
+            good.setdefault(c.test, []).append(c)
+    tests = {t: "; ".join(_said(c) for c in cs) for t, cs in good.items()}
+    return Followed(cell, mode, what, tests, good)
+
+
+def _said(c: Change) -> str:
+    """`tier ['CUDNN_FLASH_ATTENTION'] -> ['MATH']`, `ep CUDA -> CPU`, `ep Relu: CUDA -> CPU`."""
+    return f"{c.kind} {f'{c.op}: ' if c.op else ''}{c.before} -> {c.after}"
 
 
 def _followable(c: Change, asked: BisectArgs) -> bool:
-    """A change of a test's outcome or tiers, in the cell and mode asked for (any, when not asked)."""
+    """A change of a test's outcome, tiers or EPs, in the cell and mode asked for (any, when not asked)."""
     return bool(c.test and c.kind in KINDS and c.cell and c.mode and asked.cell in (None, c.cell)
                 and asked.mode in (None, c.mode))
 
@@ -159,14 +178,30 @@ def _good_problem(f: Followed, step: StepRun, build: Build) -> str | None:
         got = step.lines[test][0]
         if got == ABSENT:
             return f"the good end {build.version} is not good: {test} did not run there"
-        if test in f.good:
-            before, by_tier = f.good[test].before, f.good[test].kind == ChangeKind.TIER
-            outcome, *tiers = got.split()  # the step's own line (bisect_step.line): outcome, then its tiers
-            want = sorted(before) if by_tier and isinstance(before, list) else before
-            if (sorted(tiers) if by_tier else outcome) != want:
+        for change in f.good.get(test, []):
+            what, has, want = _piece(change, got)
+            if has != want:
                 return (f"the good end {build.version} is not good: {test} gave {got!r} where the baseline has "
-                        f"{'tiers' if by_tier else 'outcome'} {before!r}; fix: an older good end")
+                        f"{what} {change.before!r}; fix: an older good end")
     return None
+
+
+def _piece(change: Change, got: str) -> tuple[str, object, object]:
+    """Of a step's line (bisect_step.line), the piece a change is about, as the good end has it and as the baseline
+    had it: the outcome, the tiers (as a set), the EPs that served the test, or the EPs one op ran on."""
+    outcome, *rest = got.split()
+    if change.kind == ChangeKind.TIER:
+        before = change.before
+        return "tiers", sorted(t for t in rest if "=" not in t), sorted(before) if isinstance(before, list) else before
+    if change.kind != ChangeKind.EP:
+        return "outcome", outcome, change.before
+    try:
+        line = TestLine.decode(got)
+    except ValueError:
+        return "EPs", got, change.before  # a line no ep change can be read from is not the baseline's
+    if change.op is None:
+        return "EPs", eps_text(line.eps), change.before
+    return f"{change.op} on", op_text(line, change.op), change.before
 
 
 def _bad_problem(step: StepRun, build: Build) -> str | None:
@@ -204,7 +239,7 @@ def bisect(matrix: Matrix, asked: BisectArgs, voice: Voice) -> tuple[Bisection, 
     where.mkdir(parents=True, exist_ok=True, mode=0o700)
     where.chmod(0o700)
     stepper = Stepper(f.cell, f.mode, dataclasses.replace(matrix.workspace, results_dir=where), voice, asked.posargs,
-                      asked.confirm)
+                      asked.confirm, f.watch())
     tests = sorted(f.tests)
     by_index = {s.index: s for s in done}
     record.steps = list(done)

@@ -7,7 +7,9 @@ Regression kinds (each fails the sweep):
     test      a test that passed now fails, errors, skips, or is gone
     tier      the set of tiers a test dispatched changed (CUDNN_FLASH_ATTENTION -> MATH): the silent slowdown
     ep        a test that ran on the CUDA EP in the baseline no longer does, with the same outcome: the CPU
-              served it, or it made no CUDA run (judge/eps.py); a pass on the CPU proves nothing of the GPU
+              served it, or it made no CUDA run (judge/eps.py); a pass on the CPU proves nothing of the GPU.
+              Per op (`op` names it), where both sides carried a node census: an op that ran on the CUDA EP
+              alone in the baseline now runs on another EP, in a test the CUDA EP still serves (placement.py)
     teeth     a test that was bitten in teeth is now toothless
     count     collected or passed dropped
     library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
@@ -21,7 +23,8 @@ changes nothing, and a pass it lost within its set is no drop in `passed`. A per
 confirmation rerun did not reproduce leaves the regressions afterwards (unreproduced.py).
 
 Improvements (listed, never failing): a verdict fail -> pass, a test that now passes (a known
-failure fixed, or a new passing test), a test that runs on the CUDA EP again, a toothless test now bitten, and `stale-rule`: an expectation
+failure fixed, or a new passing test), a test or an op that runs on the CUDA EP again, a toothless test now bitten, and
+`stale-rule`: an expectation
 of the new run that matched nothing (see add_stale_rules). A teeth run with nothing to cover is never
 an improvement.
 
@@ -52,6 +55,8 @@ from ..judge.verdicts import Status
 from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
 from ..util import codec
+from ..util.codec import stored
+from .placement import Seen, moves
 
 
 class ChangeKind(enum.StrEnum):
@@ -74,7 +79,6 @@ class ChangeKind(enum.StrEnum):
 
 REGRESSION_KINDS = (ChangeKind.VERDICT, ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP, ChangeKind.TEETH,
                     ChangeKind.COUNT, ChangeKind.LIBRARY, ChangeKind.FLAKY)
-CUDA = "CUDA"  # as a baseline line names the CUDA EP (judge/eps.py, short_eps)
 # what a change's before and after hold: an outcome, a verdict or a word (str), a count (int), tiers or library
 # files (a list), or nothing on that side (None)
 ChangeValue = str | int | list[str] | None
@@ -88,13 +92,19 @@ class Change:
     test: str | None  # the test; for count and library the counter or the key, for stale-rule the rule's pattern
     before: ChangeValue
     after: ChangeValue
+    op: str | None = field(default=None, metadata=stored(omit_default=True))  # a per-op ep change: the op that moved
 
     def to_dict(self) -> dict[str, Any]:
         return codec.as_dict(self)
 
+    @property
+    def check(self) -> str:
+        """What a confirmation rerun checks this change for (compare/suspects.py): its kind, and its op if it has one."""
+        return self.kind if self.op is None else f"{self.kind} {self.op}"
+
     def line(self) -> str:
         where = " ".join(x for x in (self.cell, self.mode, self.test) if x)
-        return f"{self.kind}: {where}: {show(self.before)} -> {show(self.after)}"
+        return f"{self.kind}: {where}: {f'{self.op}: ' if self.op else ''}{show(self.before)} -> {show(self.after)}"
 
 
 def show(value: Any) -> str:
@@ -124,9 +134,9 @@ class Comparison:
 
 
 def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
-                 at: TestLine | None, eps_known: bool = True) -> tuple[list[Change], list[Change]]:
+                 at: TestLine | None, seen: Seen = Seen.NODES) -> tuple[list[Change], list[Change]]:
     """One test, baseline against now: its regressions (of kind test, tier and ep) and its improvements.
-    `eps_known`: both sides carried an EP census (a side from before it knows nothing of EPs)."""
+    `seen`: what both sides carried (a side from before the EP or node census knows nothing of EPs or ops)."""
     regressions, improvements = [], []
     if bt is not None and bt.outcome == "passed" and (at is None or at.outcome != "passed"):
         regressions.append(Change(ChangeKind.TEST, cell, mode, test, "passed", at.outcome if at else "gone"))
@@ -139,21 +149,11 @@ def test_changes(cell: str, mode: str | None, test: str, bt: TestLine | None,
         improvements.append(Change(ChangeKind.TEST, cell, mode, test, bt.outcome if bt else "new", "passed"))
     if bt is not None and at is not None and set(bt.tiers) != set(at.tiers):
         regressions.append(Change(ChangeKind.TIER, cell, mode, test, list(bt.tiers), list(at.tiers)))
-    if eps_known and bt is not None and at is not None and bt.outcome == at.outcome and bt.eps is not None:
-        before, after = CUDA in bt.eps, at.eps is not None and CUDA in at.eps
-        shown = (eps_text(bt.eps), eps_text(at.eps))
-        if before and not after:
-            regressions.append(Change(ChangeKind.EP, cell, mode, test, *shown))
-        elif after and not before:
-            improvements.append(Change(ChangeKind.EP, cell, mode, test, *shown))
+    if bt is not None and at is not None:
+        worse, better = moves(bt, at, seen)
+        regressions += [Change(ChangeKind.EP, cell, mode, test, b, a, op) for op, b, a in worse]
+        improvements += [Change(ChangeKind.EP, cell, mode, test, b, a, op) for op, b, a in better]
     return regressions, improvements
-
-
-def eps_text(eps: tuple[str, ...] | None) -> str:
-    """What served a test's runs, as a change shows it: `CPU`, `CUDA, CPU`, `no run`, `no CUDA session`."""
-    if eps is None:
-        return "no CUDA session"
-    return ", ".join(eps) or "no run"
 
 
 def _in_set(allowed: FlakySet | None, line: TestLine | None) -> bool:
@@ -176,7 +176,9 @@ def _tests(cmp: Comparison, cell: str, mode: str, b: ModeRecord, a: ModeRecord,
         allowed = (flaky or {}).get(test)
         if _in_set(allowed, at) and (bt is None or _in_set(allowed, bt)):
             continue  # a known-flaky test that stayed within what its rule lists: no change to name
-        regressions, improvements = test_changes(cell, mode, test, bt, at, b.ep_census and a.ep_census)
+        seen = Seen.NODES if b.node_census and a.node_census else Seen.EPS if b.ep_census and a.ep_census \
+            else Seen.NOTHING
+        regressions, improvements = test_changes(cell, mode, test, bt, at, seen)
         cmp.regressions += regressions
         cmp.improvements += improvements
 

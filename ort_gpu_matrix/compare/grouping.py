@@ -57,7 +57,7 @@ def group(changes: Sequence[Change]) -> list[ChangeGroup]:
     for c in changes:
         before, after = show(c.before), show(c.after)
         key_test = c.test if c.kind in ("count", "library") else None  # there `test` names the counter or the key
-        kind = f"{c.kind} {key_test}" if key_test else c.kind
+        kind = f"{c.kind} {key_test}" if key_test else c.check  # a per-op ep change: grouped by its op (`ep Relu`)
         g = found.setdefault((kind, before, after), ChangeGroup(kind, before, after))
         g.changes.append(c)
         if c.cell not in g.cells:

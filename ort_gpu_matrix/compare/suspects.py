@@ -14,6 +14,9 @@ rerun reproduced it:
     unexpected  the rerun fails again, and again unexpectedly
     fallback    the rerun's CUDA-asking session is again served by another EP, and no allowed_fallbacks rule
                 accepts it (judge/eps.py); `ep`, a test no longer served by the CUDA EP, is confirmed as `test` is
+    ep OP       a per-op ep change (the op ran on the CUDA EP alone in the baseline, on another EP now) is checked
+                per test and op, and cleared only by a rerun whose node census shows the op on the CUDA EP alone
+                again: one where it did not run, or was not seen, shows nothing went away
     libs        the rerun gave exactly what the first run gave (a side that changes is not a difference)
 
 A rerun whose witnesses disagree, or whose audit fails, reproduces everything (it can clear
@@ -36,13 +39,15 @@ from ..judge.counts import TestResult
 from ..judge.covers import rule_covers
 from ..judge.eps import test_eps, unallowed_fallback
 from ..judge.flaky import within
+from ..judge.nodes import node_runs
 from ..judge.outcomes import FAILING, bites
 from ..judge.verdicts import tests_of
 from ..plan.cells import Cell
-from ..store.baseline import Baseline, ModeRecord, TestLine
+from ..store.baseline import Baseline, ModeRecord, TestLine, ops_by_ep
 from ..store.confirmation import Confirmation, Rerun, TestRuns
 from ..store.results import Result
-from .changes import compare, libs_comparison, test_changes
+from .changes import ChangeKind, compare, libs_comparison, test_changes
+from .placement import back_on_cuda
 from .unreproduced import PER_TEST
 
 
@@ -93,7 +98,8 @@ class Suspects:
 
 
 def _line(t: TestResult | None) -> TestLine | None:
-    return None if t is None else TestLine(t.outcome, tuple(sorted(set(t.sdpa))), eps=test_eps(t))
+    return None if t is None else TestLine(t.outcome, tuple(sorted(set(t.sdpa))), eps=test_eps(t),
+                                           ops=ops_by_ep(node_runs(t)))
 
 
 def _show(line: TestLine | None) -> str:
@@ -147,7 +153,7 @@ def suspects(cells: Mapping[str, Cell], results: list[Result], before: Baseline 
             record = m.record = before.cells.get(r.cell.name, {}).get(r.mode) if before is not None else None
             for c in first.regressions:
                 if (c.cell, c.mode) == (r.cell.name, r.mode) and c.kind in PER_TEST and c.test:
-                    m.add(c.test, c.kind)
+                    m.add(c.test, c.check)  # a per-op ep change is checked per op: `ep Relu`
                     m.baseline[c.test] = record.tests.get(c.test) if record is not None else None
     _libs(out, raw, results)
     for m in out.values():
@@ -181,8 +187,11 @@ def _reproduces(m: Suspects, test: str, check: str, again: TestResult | None) ->
     if allowed is not None and within(allowed, again.outcome, again.sdpa) and (
             bt is None or within(allowed, bt.outcome, bt.tiers)):
         return False
+    kind, _, op = check.partition(" ")
+    if kind == ChangeKind.EP and op:
+        return not back_on_cuda(line, op)
     regressions, _ = test_changes(m.result.cell.name, m.result.mode, test, bt, line)
-    return any(c.kind == check for c in regressions)
+    return any(c.check == check for c in regressions)
 
 
 def _clean(m: Suspects, test: str, again: TestResult) -> bool:

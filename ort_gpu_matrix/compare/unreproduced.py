@@ -18,7 +18,8 @@ from ..store.results import Result
 from ..util import codec
 from .changes import Change, ChangeKind, Comparison, LibsDiff
 
-PER_TEST = (ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP)  # the regression kinds a rerun confirms (drive/confirm.py)
+# the regression kinds a rerun confirms (drive/confirm.py), each by its check (a per-op ep change: `ep Relu`)
+PER_TEST = (ChangeKind.TEST, ChangeKind.TIER, ChangeKind.EP)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def filter_comparison(cmp: Comparison, results: list[Result], baseline: Baseline
     def unconfirmed(c: Change) -> bool:
         rec = recs.get((c.cell, c.mode or ""))
         t = rec.test(c.test) if rec is not None and c.test else None
-        return t is not None and c.kind in PER_TEST and c.kind in t.unconfirmed and same_baseline(c, t)
+        return t is not None and c.kind in PER_TEST and c.check in t.unconfirmed and same_baseline(c, t)
 
     cmp.regressions = [c for c in cmp.regressions if not unconfirmed(c)]
 

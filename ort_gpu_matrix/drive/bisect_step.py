@@ -2,7 +2,9 @@
 
 The build gets a cell of its own (the pairing with that [ort.<id>]), so its venv is built or reused and
 fingerprinted as any cell's is, and its results are stored under the bisect's own results dir, never as the
-sweep's current results. A test is judged as the sweep judges a change: by its outcome and its tiers. One
+sweep's current results. A test is judged as the sweep judges a change: by its outcome and its tiers, and a test
+followed for an `ep` change by the EPs that served it too and, for a per-op change, the EPs the op ran on (so a
+build where the op is back on the CUDA EP is good, one where it runs on the CPU bad). One
 that differs from the good end is rerun `confirm` times and is bad only if every rerun differs too; one
 whose reruns disagree is untestable at that build (as the sweep lists a change that did not reproduce
 apart). A build whose cell cannot be resolved, whose venv will not build, or whose run broke (pytest
@@ -13,17 +15,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config.overrides import Workspace
 from ..envs.venvs import BuildError, ensure_venv
 from ..execute.mode_run import run_mode
 from ..execute.request import Launch, ModeRun
 from ..host.host import check
+from ..judge.eps import short_eps
 from ..judge.outcomes import test_of
 from ..plan.bisection import BAD, GOOD, SKIP, StepRun
 from ..plan.builds import Build
 from ..plan.cells import Cell
+from ..store.baseline import TestLine, ops_by_ep
 from ..store.results import Result
 from ..util.errors import MatrixError
 from ..util.voice import Voice
@@ -34,12 +38,21 @@ ABSENT = "absent"
 RAN = (0, 1)  # pytest's exit codes of a run that ran its tests: all passed, some failed
 
 
-def line(result: Result, test: str) -> str:
-    """A test as a change is judged: its outcome and the tiers it dispatched (`passed CUDNN_FLASH_ATTENTION`)."""
+def line(result: Result, test: str, ops: Sequence[str] | None = None) -> str:
+    """A test as a change is judged: its outcome and the tiers it dispatched (`passed CUDNN_FLASH_ATTENTION`). `ops`:
+    the test is followed for an ep change, and its line says what served it (`ep=CUDA`) and where each of these ops
+    ran, as a baseline line writes them (`ep=CUDA ops.CPU=Relu`); () for a change of the test as a whole."""
     outcome = result.outcomes.get(test)
     if outcome is None:
         return ABSENT
-    return " ".join([outcome, *sorted(set(result.dispatch.tests.get(test, [])))])
+    tiers = sorted(set(result.dispatch.tests.get(test, [])))
+    if ops is None:
+        return " ".join([outcome, *tiers])
+    entry = result.ep.tests.get(test)
+    if entry is None:
+        return TestLine(outcome, tuple(tiers)).encode()  # it asked for no CUDA session: no ep= token
+    ran = tuple((ep, kept) for ep, names in ops_by_ep(entry.nodes) if (kept := tuple(n for n in names if n in ops)))
+    return TestLine(outcome, tuple(tiers), eps=short_eps(entry.runs), ops=ran).encode()
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class Stepper:
     voice: Voice
     posargs: tuple[str, ...] = ()
     confirm: int = 2
+    watch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # test -> the ops of its ep change (line)
 
     def cell_of(self, build: Build) -> Cell:
         return dataclasses.replace(self.cell, name=f"{self.cell.name}@{build.version}", ort=build.ort(self.cell.ort))
@@ -72,7 +86,7 @@ class Stepper:
                 first = self._once(run, tests)
                 if first.pytest_exit_code not in RAN or first.stopped:
                     return self._skip(index, build, tests, _broken(first), started, [first.run_id])
-                lines = {t: [line(first, t)] for t in tests}
+                lines = {t: [line(first, t, self.watch.get(t))] for t in tests}
                 if reference is None:
                     return StepRun(index, build, tuple(tests), {t: GOOD for t in tests}, lines,
                                    seconds=time.monotonic() - started, run_ids=[first.run_id])
@@ -82,7 +96,8 @@ class Stepper:
                     again = self._once(run, changed, rerun_of=first.run_id)
                     ids.append(again.run_id)
                     for t in changed:
-                        lines[t].append(line(again, t) if again.pytest_exit_code in RAN else f"broken: {_broken(again)}")
+                        lines[t].append(line(again, t, self.watch.get(t)) if again.pytest_exit_code in RAN
+                                        else f"broken: {_broken(again)}")
         except BuildError as exc:
             return self._skip(index, build, tests, f"its venv would not build: {exc}", started)
         verdicts = {t: GOOD if lines[t][0] == reference[t] else

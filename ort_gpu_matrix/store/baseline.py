@@ -3,7 +3,8 @@
 A release engineer saves the last release's sweep as `baselines/<name>.json` and compares the next
 release's sweep against it. Only what a comparison needs is kept: the verdict, the counts, each
 test's outcome with the tiers it dispatched and, when it asked for the CUDA EP, the EPs that served
-its runs (one line per test), the teeth coverage, a summary of the library audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
+its runs and the ops that ran on each of them (one line per test), the teeth coverage, a summary of the library
+audit and the provenance. Keys are sorted, so a re-saved baseline diffs cleanly.
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, unquote
 
-from ..judge.eps import short_eps
+from ..judge.eps import CUDA_EP, short_eps
+from ..judge.nodes import NodeRun
 from ..judge.verdicts import Status
 from ..util import codec
 from ..util.codec import Textual, stored
@@ -24,10 +27,15 @@ from ..util.errors import UserError
 from ..util.fs import write_atomic
 from .results import Result
 
-BASELINE_VERSION = 2  # 2: each test's line names the EPs that served it (ep=CUDA) when it asked for the CUDA EP
-READS = (1, 2)  # a version 1 line has no ep= token: nothing is known of its EPs, so no `ep` change is named
+# 2: each test's line names the EPs that served it (ep=CUDA) when it asked for the CUDA EP; 3: and the ops that ran
+# on each EP (ops.CUDA=Add,Relu ops.CPU=Unique), from the run's node census
+BASELINE_VERSION = 3
+READS = (1, 2, 3)  # a line before 2 has no ep= token, one before 3 no ops. token: nothing known, no `ep` change named
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+QUOTED = re.compile(r"[A-Za-z0-9_.:~%-]+")  # an op or EP name as a line writes it: anything else percent-quoted
+CUDA = CUDA_EP.removesuffix("ExecutionProvider")  # as a line names the CUDA EP (short_eps)
+OpsByEp = tuple[tuple[str, tuple[str, ...]], ...]  # (short EP, the ops that ran on it, sorted), CUDA first
 
 
 class BaselineError(UserError):
@@ -36,8 +44,8 @@ class BaselineError(UserError):
 
 @dataclass(frozen=True)
 class TestLine(Textual):
-    """One test of a mode record, stored as one line (`passed CUDNN_FLASH_ATTENTION ep=CUDA reruns=1`), so a
-    baseline diffs as one line per test."""
+    """One test of a mode record, stored as one line (`passed CUDNN_FLASH_ATTENTION ep=CUDA ops.CUDA=Add reruns=1`),
+    so a baseline diffs as one line per test."""
 
     outcome: str
     tiers: tuple[str, ...] = ()  # the set of tiers it dispatched, sorted
@@ -45,14 +53,18 @@ class TestLine(Textual):
     # the EPs that served its runs, short (CUDA, CPU), CUDA first; () it asked for the CUDA EP and made no run;
     # None: it asked for no CUDA session, or the line predates the census
     eps: tuple[str, ...] | None = None
+    # per EP, the ops that ran there in its CUDA-served builds (judge/nodes.py); () none seen: no node census, no
+    # such build, or its placement unseen
+    ops: OpsByEp = ()
 
     def encode(self) -> str:
         ep = [] if self.eps is None else [f"ep={','.join(self.eps) or 'none'}"]
-        return " ".join([self.outcome, *self.tiers, *ep, *([f"reruns={self.reruns}"] if self.reruns else [])])
+        ops = [f"ops.{_quoted(ep)}={','.join(map(_quoted, names))}" for ep, names in self.ops]
+        return " ".join([self.outcome, *self.tiers, *ep, *ops, *([f"reruns={self.reruns}"] if self.reruns else [])])
 
     @classmethod
     def decode(cls, text: str) -> TestLine:
-        """`passed CUDNN_FLASH_ATTENTION ep=CUDA reruns=1`; anything else is refused with what was wrong."""
+        """`passed CUDNN_FLASH_ATTENTION ep=CUDA ops.CUDA=Add reruns=1`; anything else is refused with what was wrong."""
         outcome, *rest = text.split() or [""]
         if outcome not in OUTCOMES:
             raise ValueError(f"{outcome!r} is not an outcome ({', '.join(OUTCOMES)})")
@@ -62,11 +74,54 @@ class TestLine(Textual):
         eps = [t.split("=", 1)[1] for t in rest if t.startswith("ep=")]
         if len(eps) > 1 or (eps and not re.fullmatch(r"none|[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*", eps[0])):
             raise ValueError(f"{text!r}: ep= must be given once, as EP names joined by commas (CUDA,CPU) or none")
-        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=")))
+        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=", "ops.")))
         if not all(re.fullmatch(r"[A-Z][A-Z0-9_]*", t) for t in tiers):
             raise ValueError(f"{text!r}: tiers are written as SdpaKernel names (CUDNN_FLASH_ATTENTION, MATH)")
         served = None if not eps else () if eps[0] == "none" else tuple(eps[0].split(","))
-        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served)
+        ops = _ops_of(text, [t for t in rest if t.startswith("ops.")])
+        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served, ops)
+
+    def ran_on(self, op: str) -> tuple[str, ...]:
+        """The short EPs `op` ran on, CUDA first; () where it did not run, or nothing was seen."""
+        return tuple(ep for ep, names in self.ops if op in names)
+
+
+def _quoted(name: str) -> str:
+    """An op or EP name as one token of a line: `com.microsoft.Gelu` as it is, any other character percent-quoted."""
+    return quote(name, safe=":", errors="surrogatepass")
+
+
+def _ops_of(text: str, tokens: list[str]) -> OpsByEp:
+    """`ops.CUDA=Add,Relu` tokens read back, each EP once, each name as it was before quoting."""
+    out: dict[str, tuple[str, ...]] = {}
+    for token in tokens:
+        ep, _, names = token.removeprefix("ops.").partition("=")
+        parts = names.split(",")
+        if not QUOTED.fullmatch(ep) or not all(QUOTED.fullmatch(p) for p in parts) or _unquoted(ep) in out:
+            raise ValueError(f"{text!r}: ops.EP=OP,OP names each EP once, with the ops that ran on it joined by commas "
+                             "(ops.CUDA=Add,Relu), other characters %-quoted")
+        out[_unquoted(ep)] = tuple(sorted({_unquoted(p) for p in parts}))
+    return _ordered(out)
+
+
+def _unquoted(token: str) -> str:
+    return unquote(token, errors="surrogatepass")
+
+
+def _ordered(ops: dict[str, tuple[str, ...]]) -> OpsByEp:
+    """CUDA first, then by name, as short_eps orders a line's EPs."""
+    return tuple(sorted(ops.items(), key=lambda kv: (kv[0] != CUDA, kv[0])))
+
+
+def ops_by_ep(nodes: list[NodeRun]) -> OpsByEp:
+    """The ops that ran (a run or more) on each EP, by its short name (`CUDA`, `CPU`), from a test's node census. A
+    node without an op type or an EP name (no ORT gives one) says nothing of where an op ran: it is left out."""
+    ran: dict[str, set[str]] = {}
+    for n in nodes:
+        ep = n.ep.removesuffix("ExecutionProvider")
+        if n.runs > 0 and n.op and ep:
+            ran.setdefault(ep, set()).add(n.op)
+    return _ordered({ep: tuple(sorted(names)) for ep, names in ran.items()})
 
 
 @dataclass(frozen=True)
@@ -108,19 +163,23 @@ class ModeRecord:
     # its run carried an EP census (results of schema 3): only then does a line without ep= mean "asked for no
     # CUDA session"; from older results, or baselines saved before it, nothing is known and no ep change is named
     ep_census: bool = field(default=False, metadata=stored(omit_default=True))
+    # its run carried a node census (results whose EP census holds nodes): only then do its lines' ops. tokens say
+    # where each op ran; from older results or baselines nothing is known and no per-op ep change is named
+    node_census: bool = field(default=False, metadata=stored(omit_default=True))
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
         tiers, ep = r.dispatch.tests, r.ep.tests
         tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0),
-                             short_eps(ep[n].runs) if n in ep else None) for n, o in r.outcomes.items()}
+                             short_eps(ep[n].runs) if n in ep else None, ops_by_ep(ep[n].nodes) if n in ep else ())
+                 for n, o in r.outcomes.items()}
         cov = r.teeth_coverage
         teeth = None
         if cov is not None and cov.checked:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
         return cls(r.verdict, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
-                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken)
+                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken, r.ep.nodes_taken)
 
 
 def library_summary(r: Result) -> dict[str, Any]:
