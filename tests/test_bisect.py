@@ -2,8 +2,9 @@
 
 The series is the CPU wheel re-versioned 1.40.0 to 1.40.6, each carrying a behaviour in its build info
 (fixtures/suites/bisect): 1.40.2 breaks test_outcome, 1.40.3 is a wheel that will not install (a build that
-cannot be tested), and 1.40.5 makes test_tier dispatch MATH instead of cuDNN. A sweep of 1.40.0 is saved as a
-baseline, a sweep of 1.40.6 against it confirms two regressions, and bisect must name the build of each.
+cannot be tested), and 1.40.5 makes test_tier dispatch MATH instead of cuDNN and leaves Relu on the CPU EP
+(test_series_nodes.py). A sweep of 1.40.0 is saved as a baseline, a sweep of 1.40.6 against it confirms the
+regressions, and bisect must name the build of each.
 """
 import json
 import os
@@ -23,8 +24,10 @@ from ort_gpu_matrix.report.render import bisect as render
 from ort_gpu_matrix.store.bisection import load
 
 SERIES = {"1.40.0": {}, "1.40.1": {}, "1.40.2": {"fails": True}, "1.40.3": None, "1.40.4": {"fails": True},
-          "1.40.5": {"fails": True, "tier": "MATH"}, "1.40.6": {"fails": True, "tier": "MATH"}}
+          "1.40.5": {"fails": True, "tier": "MATH", "cpu_ops": "Relu"},
+          "1.40.6": {"fails": True, "tier": "MATH", "cpu_ops": "Relu"}}
 OUTCOME, TIER = "test_series.py::test_outcome", "test_series.py::test_tier"
+RELU = "test_series_nodes.py::test_relu"
 
 
 def series_wheel(wheel: Path, where: Path, version: str, behaviour: dict | None) -> Path:
@@ -70,8 +73,8 @@ class Bisector:
         harness.venvs = harness.tmp / "own-venvs"  # its own: these venvs hold builds no other test has
         self.env = {"MATRIX_BASELINES": str(harness.tmp / "baselines")}
 
-    def write(self, version: str) -> None:
-        self.h.write(["test_series.py"], root=SUITES / "bisect", pythonpath=(".", ".."), ort=f"onnxruntime=={version}",
+    def write(self, version: str, files: tuple[str, ...] = ("test_series.py",)) -> None:
+        self.h.write(list(files), root=SUITES / "bisect", pythonpath=(".", ".."), ort=f"onnxruntime=={version}",
                      matrix_extra=f'offline = true\nwheelhouse = ["{self.series}"]')
 
     def nox(self, *args: str):
@@ -182,3 +185,27 @@ def test_ctrl_c_keeps_the_steps_done_and_resume_goes_on_from_them(bisector):
     assert {tuple(g["tests"]): g["first_bad"] for g in record["groups"]} == {(OUTCOME,): "1.40.2", (TIER,): "1.40.5"}
     run, _ = bisector.bisect("--versions", "1.40.0", "1.40.6", "--resume")  # other builds: refused, one line
     assert run.proc.returncode != 0 and "--resume: " in run.output and "followed other builds or tests" in run.output
+
+
+def test_bisect_follows_an_op_that_fell_to_the_cpu_to_the_build_that_moved_it(bisector):
+    nodes = ("test_series_nodes.py",)
+    bisector.write("1.40.0", nodes)
+    assert bisector.nox("-s", "sweep", "--", "--save-baseline", "b0").proc.returncode == 0
+    bisector.write("1.40.6", nodes)
+    swept = bisector.nox("-s", "sweep", "--", "--baseline", "b0", "--gate", "regressions")
+    data = json.loads((bisector.h.results / "sweep.json").read_text())
+    assert swept.proc.returncode != 0 and [(c["kind"], c["test"], c.get("op"), c["before"], c["after"])
+                                           for c in data["regressions"]] == [("ep", RELU, "Relu", "CUDA", "CPU")]
+    run, record = bisector.bisect("--between", "1.40.0", "1.40.6")
+    assert run.proc.returncode == 0, run.output[-3000:]
+    assert record["followed"] == {RELU: "ep Relu: CUDA -> CPU"}
+    groups = {tuple(g["tests"]): (g["last_good"], g["first_bad"], g["located"]) for g in record["groups"]}
+    assert groups == {(RELU,): ("1.40.4", "1.40.5", True)}
+    lines = {s["build"]["version"]: s["lines"][RELU] for s in record["steps"] if not s["skipped"]}
+    assert lines["1.40.0"] == ["passed ep=CUDA ops.CUDA=Relu"]  # the step's line says where the followed op ran
+    assert lines["1.40.5"] == ["passed ep=CUDA ops.CPU=Relu"] * 3  # the first run and its two confirming reruns
+    # a good end where the op already ran on the CPU is not good, and says what the baseline had
+    run, record = bisector.bisect("--versions", "1.40.5", "1.40.6")
+    assert run.proc.returncode != 0 and record["problem"] == (
+        f"the good end 1.40.5 is not good: {RELU} gave 'passed ep=CUDA ops.CPU=Relu' where the baseline has Relu on "
+        "'CUDA'; fix: an older good end")
