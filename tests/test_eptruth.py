@@ -202,7 +202,8 @@ def test_a_sweep_names_a_test_the_cuda_ep_no_longer_serves_confirmed_and_a_one_o
     first = harness.nox("-s", "sweep", "--", "--save-baseline", "b1", env=env)
     assert first.proc.returncode == 0, first.output[-3000:]
     saved = (tmp_path / "baselines" / "b1.json").read_text()
-    assert f'"{SERVED}test_served_on_cuda": "passed ep=CUDA"' in saved  # baselines record each test's EPs
+    # baselines record each test's EPs, and the ops that ran on each
+    assert f'"{SERVED}test_served_on_cuda": "passed ep=CUDA ops.CUDA=Identity"' in saved
     # the CUDA EP stops serving: every test still passes, the fallback is allowed, the mode is green
     harness.write(["test_served.py"], root=ROOT, pythonpath=[".", ".."], expect=ALLOW_ALL,
                   suite_extra='env = { CUDA_STANDIN_MODE = "log_and_skip" }')
