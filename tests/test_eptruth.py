@@ -72,9 +72,12 @@ def test_a_cell_where_nothing_fell_back_is_green_with_its_cuda_runs_counted(harn
     r = run.result("normal")
     assert r["verdict"] == "pass" and r["reasons"] == [] and not any("hollow" in w for w in r["warnings"])
     assert r["ep"]["taken"] is True and r["ep"]["fallbacks"] == [] and r["ep"]["hollow"] == []
+    identity = {"op": "Identity", "name": "", "ep": CUDA}  # the model's one node, unnamed, on the stand-in's CUDA EP
     assert r["ep"]["tests"] == {  # every run entry point counted; a CPU-only session is not in the census
-        f"{SERVED}test_served_on_cuda": {"runs": {CUDA: 3}, "sessions": 1, "errors": []},
-        f"{SERVED}test_every_run_entry_point": {"runs": {CUDA: 2}, "sessions": 1, "errors": []}}
+        f"{SERVED}test_served_on_cuda": {"runs": {CUDA: 3}, "sessions": 1, "errors": [],
+                                         "nodes": [{**identity, "runs": 3, "session": 1}]},
+        f"{SERVED}test_every_run_entry_point": {"runs": {CUDA: 2}, "sessions": 1, "errors": [],
+                                                "nodes": [{**identity, "runs": 2, "session": 2}]}}
 
 
 def test_allowed_fallbacks_accept_only_the_reason_they_name_and_a_rule_that_matches_nothing_is_stale(harness):
