@@ -156,7 +156,7 @@ def test_reports_show_cuda_runs_and_fallbacks_per_function_and_a_fallback_sectio
             f"    {CELL_NORMAL} {NODE}test_skipped_ep: {CUDA}, {CPU} -> {CPU}\n") in section
     md = (out / "report.md").read_text()
     assert "## Fallbacks (tests that asked for the CUDA EP and were served by another) (4)" in md
-    assert "| CUDA runs | fallbacks | broken rule |" in md
+    assert "| CUDA runs | fallbacks | ops on CPU | broken rule |" in md
     assert "| test\\_fallbacks.py::test\\_never\\_runs | 1 | 1 | 0 | 1 hollow | - |" in md
     assert "<MatMul>" not in md
     page = (out / "report.html").read_text()
