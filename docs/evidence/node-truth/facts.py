@@ -45,7 +45,7 @@ def fd2(build):
 for op in ("Unique", "Det", "Relu"):
     data = model(op)
     feed = {"x": np.arange(9 if op == "Det" else 4, dtype=np.float32).reshape([3, 3] if op == "Det" else [4])}
-    said, s = fd2(lambda: ort.InferenceSession(data, providers=[CUDA, CPU]))
+    said, s = fd2(lambda data=data: ort.InferenceSession(data, providers=[CUDA, CPU]))
     s.run(None, feed)
     so = ort.SessionOptions()
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
@@ -54,7 +54,7 @@ for op in ("Unique", "Det", "Relu"):
     api = [(g.ep_name, [(n.op_type, n.name) for n in g.get_nodes()]) for g in placed.get_provider_graph_assignment_info()]
     verbose = ort.SessionOptions()
     verbose.log_severity_level = 0
-    log, _ = fd2(lambda: ort.InferenceSession(data, verbose, providers=[CUDA, CPU]))
+    log, _ = fd2(lambda data=data, verbose=verbose: ort.InferenceSession(data, verbose, providers=[CUDA, CPU]))
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", x) for x in log.splitlines() if "placed on" in x or "Node placements" in x]
     print(f"## Add -> {op}")
     print(f"get_providers(): {s.get_providers()}")
