@@ -319,7 +319,8 @@ class Probe:
                 "timings": {"controller": self.marks.to_dict(), **self.timings},
                 "env": self.envs[min(self.envs)] if self.envs else self.env,  # a process that ran the tests
                 "envs": {"controller": self.env, **self.envs},
-                "subtests_verbosity": _subtests_verbosity(self.config)}
+                "subtests_verbosity": _subtests_verbosity(self.config),
+                "node_census": self.census is not None and self.census.nodes}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""

@@ -228,4 +228,5 @@ class ProbeReport(TypedDict):
     # from os.environ in that process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
     env: NotRequired[dict[str, str | None]]
     envs: NotRequired[dict[str, dict[str, str | None]]]  # the same, per process: "controller" and each xdist worker
+    node_census: NotRequired[bool]  # the node census was taken (version 5; false: ORT_MATRIX_NODE_CENSUS=off)
     subtests_verbosity: NotRequired[int | None]  # pytest >= 9's for subtests: at 0 its summary omits passing ones
