@@ -138,7 +138,8 @@ def test_the_suite_table_writes_cuda_ops_beside_cuda_runs_says_each_cpu_node_and
     allowed = CpuOpsRule("test_det", ("Det",), "no CUDA kernel")
     fallback = FallbackRule("test_x", "^nope", "tolerated")
     s = suite(normal={"allowed_cpu_ops": (allowed,), "allowed_fallbacks": (fallback,)})
-    tests = [passed("t.py::test_unique", use(node("Add"), node("Unique", CPU, name="u\x1b[2J"), node("Shape", CPU))),
+    tests = [passed("t.py::test_unique[\u202e]", use(node("Add"), node("Unique", CPU, name="u\x1b[2J"),
+                                                       node("Shape", CPU))),
              passed("t.py::test_det", use(node("Add"), node("Det", CPU)))]
     c, said = calib([seen("c1", "normal", tests, s=s)], old={"normal": {"allowed_cpu_ops", "allowed_fallbacks"}})
     t = c.table("normal")
@@ -148,7 +149,7 @@ def test_the_suite_table_writes_cuda_ops_beside_cuda_runs_says_each_cpu_node_and
     assert "allowed_cpu_ops" not in cal.CALIBRATED and "cuda_ops" in cal.CALIBRATED
     # Det is accepted by the person's rule, Shape is a shape op: only Unique is said (its name escaped)
     assert [x for x in said if x.startswith("not accepted")] == [
-        "not accepted: normal t.py::test_unique: Unique ran on the CPU in c1 (CPUExecutionProvider, node "
+        "not accepted: normal t.py::test_unique[\\u202e]: Unique ran on the CPU in c1 (CPUExecutionProvider, node "
         "'u\\x1b[2J'): add an allowed_cpu_ops rule if that is intended (a CPU node is never written down)"]
     assert cal.summary(t).endswith(", 2 cuda_ops")
     text = render(["h"], [t])

@@ -11,7 +11,8 @@ No line is longer than LINE (300) characters, whatever the node ids and messages
 not fit on one line makes its key a list of `[[expect.<mode>.<key>]]` tables, one field a line, and
 a string that does not fit is a multi-line string continued with a backslash at each line's end
 (which TOML joins back, without the breaks). Reasons are the failure's first line, cut to REASON
-characters (`short`); the full message stays in the run's result.
+characters (`short`); the full message stays in the run's result. Rules only a person writes (allowed_fallbacks,
+allowed_cpu_ops) are never calibrated, but a file calibrate rewrites keeps them, written back as they were read.
 """
 from __future__ import annotations
 
