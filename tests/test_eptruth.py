@@ -191,7 +191,8 @@ def test_calibrate_writes_cuda_runs_per_function_never_a_fallback_and_a_later_cp
     assert later.returncode != 0 and r["verdict"] == "fail" and r["counts"]["failed"] == 0
     assert [x.split(":")[0] for x in r["reasons"]] == [
         "6 test(s) asked for the CUDA EP and were served by another (no allowed_fallbacks rule matches)",
-        "cuda_runs rule '^test_served\\\\.py", "cuda_runs rule '^test_served\\\\.py"]  # the regex as repr() shows it
+        "cuda_runs rule '^test_served\\\\.py", "cuda_runs rule '^test_served\\\\.py",  # the regex as repr() shows it
+        "cuda_ops rule '^test_served\\\\.py", "cuda_ops rule '^test_served\\\\.py"]  # its ops ran on no CUDA EP either
 
 
 ALLOW_ALL = """[suite.s.expect.normal]
