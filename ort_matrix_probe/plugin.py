@@ -58,7 +58,7 @@ OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
 KEEP_ENV = "ORT_MATRIX_KEEP"
 ENV_NAMES_ENV = "ORT_MATRIX_ENV_NAMES"  # a JSON list: the variables whose values the report records, as seen here
 EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
-NODE_CENSUS_ENV = "ORT_MATRIX_NODE_CENSUS"  # "off": the EP census without node placement (bench/node_census.py)
+NODE_CENSUS_ENV = "ORT_MATRIX_NODE_CENSUS"  # "off": the EP census without node placement (bench/ep_census.py --what nodes)
 OUTSIDE = "<outside any test>"
 _AUDIT_KEY = "ort_matrix_audit"
 _POLLUTION_KEY = "ort_matrix_pollution"
@@ -319,7 +319,8 @@ class Probe:
                 "timings": {"controller": self.marks.to_dict(), **self.timings},
                 "env": self.envs[min(self.envs)] if self.envs else self.env,  # a process that ran the tests
                 "envs": {"controller": self.env, **self.envs},
-                "subtests_verbosity": _subtests_verbosity(self.config)}
+                "subtests_verbosity": _subtests_verbosity(self.config),
+                "node_census": self.census is not None and self.census.nodes}
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""

@@ -71,7 +71,7 @@ class NodeUse(TypedDict):
     """One node of a build the CUDA EP served, as ORT placed it (placement.py), with the test's runs of that build."""
 
     op: str  # its op type, domain first unless ONNX's own (`Unique`, `com.microsoft.MoE`)
-    name: str  # the node's name in the graph ORT partitioned (after its optimizers: a fused node has its own)
+    name: str  # the node's name in the graph ORT partitioned (the test's, before the fusions each EP makes)
     ep: str  # the EP ORT placed it on
     runs: int  # the test's runs of the session while that build served it (0: built, never run by this test)
 
@@ -228,4 +228,5 @@ class ProbeReport(TypedDict):
     # from os.environ in that process, not from the config (version 4; ORT_MATRIX_ENV_NAMES names them)
     env: NotRequired[dict[str, str | None]]
     envs: NotRequired[dict[str, dict[str, str | None]]]  # the same, per process: "controller" and each xdist worker
+    node_census: NotRequired[bool]  # the node census was taken (version 5; false: ORT_MATRIX_NODE_CENSUS=off)
     subtests_verbosity: NotRequired[int | None]  # pytest >= 9's for subtests: at 0 its summary omits passing ones

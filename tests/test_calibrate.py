@@ -81,8 +81,9 @@ def test_calibrate_accepts_a_red_first_run_and_the_next_run_passes(tmp_path, ven
     assert cal.returncode == 0, cal.stdout[-3000:]  # written: success, although every mode failed
     for mode in ("normal", "require_cudnn", "teeth"):
         assert f"\nFAIL   {CELL}-{mode}  " in cal.stdout  # one end line per run
-    # the two cuDNN tests ran on the (stand-in) CUDA EP: a cuda_runs rule each, as a tier rule each
-    assert f"wrote {c.expect}: normal: min_passed 4, 1 allowed skip(s), 3 known_failures, 2 tiers, 2 cuda_runs; " in cal.stdout
+    # the two cuDNN tests ran on the (stand-in) CUDA EP: a cuda_runs and a cuda_ops rule each, as a tier rule each
+    assert (f"wrote {c.expect}: normal: min_passed 4, 1 allowed skip(s), 3 known_failures, 2 tiers, 2 cuda_runs, "
+            "2 cuda_ops; ") in cal.stdout
     assert "still failing after calibration" not in cal.stdout and "refused" not in cal.stdout
 
     e = c.data()

@@ -72,9 +72,12 @@ def test_a_cell_where_nothing_fell_back_is_green_with_its_cuda_runs_counted(harn
     r = run.result("normal")
     assert r["verdict"] == "pass" and r["reasons"] == [] and not any("hollow" in w for w in r["warnings"])
     assert r["ep"]["taken"] is True and r["ep"]["fallbacks"] == [] and r["ep"]["hollow"] == []
+    identity = {"op": "Identity", "name": "", "ep": CUDA}  # the model's one node, unnamed, on the stand-in's CUDA EP
     assert r["ep"]["tests"] == {  # every run entry point counted; a CPU-only session is not in the census
-        f"{SERVED}test_served_on_cuda": {"runs": {CUDA: 3}, "sessions": 1, "errors": []},
-        f"{SERVED}test_every_run_entry_point": {"runs": {CUDA: 2}, "sessions": 1, "errors": []}}
+        f"{SERVED}test_served_on_cuda": {"runs": {CUDA: 3}, "sessions": 1, "errors": [],
+                                         "nodes": [{**identity, "runs": 3, "session": 1}]},
+        f"{SERVED}test_every_run_entry_point": {"runs": {CUDA: 2}, "sessions": 1, "errors": [],
+                                                "nodes": [{**identity, "runs": 2, "session": 2}]}}
 
 
 def test_allowed_fallbacks_accept_only_the_reason_they_name_and_a_rule_that_matches_nothing_is_stale(harness):
@@ -153,7 +156,7 @@ def test_reports_show_cuda_runs_and_fallbacks_per_function_and_a_fallback_sectio
             f"    {CELL_NORMAL} {NODE}test_skipped_ep: {CUDA}, {CPU} -> {CPU}\n") in section
     md = (out / "report.md").read_text()
     assert "## Fallbacks (tests that asked for the CUDA EP and were served by another) (4)" in md
-    assert "| CUDA runs | fallbacks | broken rule |" in md
+    assert "| CUDA runs | fallbacks | ops on CPU | broken rule |" in md
     assert "| test\\_fallbacks.py::test\\_never\\_runs | 1 | 1 | 0 | 1 hollow | - |" in md
     assert "<MatMul>" not in md
     page = (out / "report.html").read_text()
@@ -188,7 +191,8 @@ def test_calibrate_writes_cuda_runs_per_function_never_a_fallback_and_a_later_cp
     assert later.returncode != 0 and r["verdict"] == "fail" and r["counts"]["failed"] == 0
     assert [x.split(":")[0] for x in r["reasons"]] == [
         "6 test(s) asked for the CUDA EP and were served by another (no allowed_fallbacks rule matches)",
-        "cuda_runs rule '^test_served\\\\.py", "cuda_runs rule '^test_served\\\\.py"]  # the regex as repr() shows it
+        "cuda_runs rule '^test_served\\\\.py", "cuda_runs rule '^test_served\\\\.py",  # the regex as repr() shows it
+        "cuda_ops rule '^test_served\\\\.py", "cuda_ops rule '^test_served\\\\.py"]  # its ops ran on no CUDA EP either
 
 
 ALLOW_ALL = """[suite.s.expect.normal]

@@ -83,12 +83,12 @@ def test_broken_rules_fail_the_verdict_naming_the_test_its_tiers_and_the_rule(ha
     md = (out / "report.md").read_text()
     assert "## Tiers by test function" in md
     assert ("| function | cases | CUDNN\\_FLASH\\_ATTENTION | EFFICIENT\\_ATTENTION | FLASH\\_ATTENTION | "
-            "FLASH\\_ATTENTION\\_V3 | XQA | no tier | CUDA runs | fallbacks | broken rule |") in md
-    # each row also says how many runs the (stand-in) CUDA EP served and that nothing fell back
-    assert "| TestFlash::test\\_flash\\_attention | 2 | - | 1 ✗ | 1 | - | - | - | 2 | - | TestFlash:: |" in md
-    assert f"| test\\_silent | 1 | - | - | - | - | - | 1 ✗ | - | - | {esc_md('test_silent|<b>bold</b>')} |" in md
+            "FLASH\\_ATTENTION\\_V3 | XQA | no tier | CUDA runs | fallbacks | ops on CPU | broken rule |") in md
+    # each row also says how many runs the (stand-in) CUDA EP served, that nothing fell back and no op ran on the CPU
+    assert "| TestFlash::test\\_flash\\_attention | 2 | - | 1 ✗ | 1 | - | - | - | 2 | - | - | TestFlash:: |" in md
+    assert f"| test\\_silent | 1 | - | - | - | - | - | 1 ✗ | - | - | - | {esc_md('test_silent|<b>bold</b>')} |" in md
     assert "<b>" not in md
-    assert "| test\\_future\\_tier | 1 | - | - | - | 1 | - | - | 1 | - | - |" in md  # no break, no mark
+    assert "| test\\_future\\_tier | 1 | - | - | - | 1 | - | - | 1 | - | - | - |" in md  # no break, no mark
     page = (out / "report.html").read_text()
     table = page.split('<table id="tier-table">')[1].split("</table>")[0]
     assert "<th>XQA</th>" in table and "<th>FLASH_ATTENTION_V3</th>" in table

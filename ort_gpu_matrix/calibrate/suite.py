@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config.expectfile import Count, ModeTable, Skip, literal_regex
 from ..config.loader import suite_expect
-from ..config.model import DispatchExpect, Observation, Rule, Suite, expect_path
+from ..config.model import CudaOpsRule, CudaRunsRule, DispatchExpect, Observation, Rule, Suite, TierRule, expect_path
 from ..config.overrides import Workspace
 from ..judge.covers import rule_covers
 from ..judge.pollution import lines as pollution_lines
@@ -43,6 +43,7 @@ from ..util.voice import Voice
 from . import flaky
 from .eps import cuda_rules, fallbacks_seen
 from .gather import CalibrateError
+from .ops import cpu_nodes_seen, ops_rules
 from .seen import (
     CalibrationRun,
     Item,
@@ -60,8 +61,9 @@ from .seen import (
 )
 from .tiers import ObservedRun, tier_rules
 
+# written here (never allowed_fallbacks nor allowed_cpu_ops: accepting a fallback or a CPU node is a person's decision)
 CALIBRATED = {"min_passed", "min_failures", "allowed_skips", "known_failures", "known_toothless",
-              "known_flaky", "tiers", "cuda_runs"}  # written here (never allowed_fallbacks: a person's decision)
+              "known_flaky", "tiers", "cuda_runs", "cuda_ops"}
 
 
 @dataclass
@@ -158,13 +160,33 @@ class SuiteCalibration:
                        f"(a key is set in one file only){tail}")
         return True
 
+    def _function_rules(self, t: ModeTable, runs: list[ObservedRun]) -> None:
+        """The rules written per test function, from its passing cases: tiers, cuda_runs, cuda_ops."""
+        mode = t.mode
+
+        def stale(key: str) -> Callable[[TierRule | CudaRunsRule | CudaOpsRule], bool]:
+            return lambda r: self._stale(mode, key, f"{r.test!r} ({r.reason})", r.observed)
+
+        if not self._inline(mode, "tiers"):
+            t.tiers = tier_rules(self._old(mode, "tiers") or (), runs, stale("tiers"), self.voice)
+        if not self._inline(mode, "cuda_runs"):
+            t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (), runs, stale("cuda_runs"), self.voice)
+        if not self._inline(mode, "cuda_ops"):
+            t.cuda_ops = ops_rules(self._old(mode, "cuda_ops") or (), runs, self.suite.expect[mode].nodes.shape_ops,
+                                   stale("cuda_ops"), self.voice)
+
     def table(self, mode: str) -> ModeTable:
         seen_flaky = flaky.flaky([s for s in self.runs if s.mode == mode], lambda s: s.cell.name)
         runs = [dataclasses.replace(s, tests=[x for x in s.tests if x.nodeid not in seen_flaky])
                 for s in self.runs if s.mode == mode]  # every other rule is made from the stable tests
+        observed = [ObservedRun(s.observation, s.tests) for s in runs]
         t = ModeTable(mode)
         for key in sorted(self.old_keys.get(mode, set()) - CALIBRATED):  # require_kernel, message, ...: a person's
-            t.kept[key] = getattr(self.suite.expect[mode], key)
+            kept = getattr(self.suite.expect[mode], key)
+            if isinstance(kept, tuple) and kept and not isinstance(kept[0], str):  # allowed_fallbacks, allowed_cpu_ops
+                t.kept_rules[key] = kept
+            else:
+                t.kept[key] = kept
         if mode == "teeth":
             bitten = _least({(s.cell.name, len(bitten_in(s))) for s in runs})
             for cell in sorted(c for c, n in bitten.items() if n == 0):
@@ -186,16 +208,11 @@ class SuiteCalibration:
             skipped = [Item(x.message, "", s) for s in runs for x in s.tests if x.outcome == "skipped"]
             if not self._inline(mode, "allowed_skips", skipped):
                 t.skips = self.skips(mode) or None
-            if not self._inline(mode, "tiers"):
-                t.tiers = tier_rules(self._old(mode, "tiers") or (), [ObservedRun(s.observation, s.tests) for s in runs],
-                                     lambda r: self._stale(mode, "tiers", f"{r.test!r} ({r.reason})", r.observed),
-                                     self.voice)
-            if not self._inline(mode, "cuda_runs"):
-                t.cuda_runs = cuda_rules(self._old(mode, "cuda_runs") or (),
-                                         [ObservedRun(s.observation, s.tests) for s in runs],
-                                         lambda r: self._stale(mode, "cuda_runs", f"{r.test!r} ({r.reason})",
-                                                               r.observed), self.voice)
-        for line in fallbacks_seen([ObservedRun(s.observation, s.tests) for s in runs]):
+            self._function_rules(t, observed)
+        for line in cpu_nodes_seen(observed, self.suite.expect[mode]):
+            self.voice.say(f"not accepted: {mode} {line}: add an allowed_cpu_ops rule if that is intended (a CPU node "
+                           "is never written down)")
+        for line in fallbacks_seen(observed):
             self.voice.say(f"not accepted: {mode} {line} (a fallback is never written down: add an allowed_fallbacks "
                            "rule by hand if the CPU may serve it)")
         failing = [i for s in runs for i in failures(s, canaries(self.suite), self.voice)]
@@ -301,6 +318,7 @@ def summary(t: ModeTable) -> str:
     parts += [f"{len(rules)} {key}" for key, rules in t.rules.items()]
     parts += [f"{len(t.tiers)} tiers"] if t.tiers else []
     parts += [f"{len(t.cuda_runs)} cuda_runs"] if t.cuda_runs else []
+    parts += [f"{len(t.cuda_ops)} cuda_ops"] if t.cuda_ops else []
     if t.flaky:
         parts.append(f"{len(t.flaky)} known_flaky")
     return f"{t.mode}: {', '.join(parts) or 'nothing'}"

@@ -34,7 +34,7 @@ from ..util.voice import Voice
 
 @dataclass(frozen=True)
 class ObservedRun:
-    """One mode run as the rule writers (tier and cuda_runs rules) read it: where it ran, and its tests."""
+    """One mode run as the rule writers (tier, cuda_runs and cuda_ops rules) read it: where it ran, and its tests."""
 
     observation: Observation
     tests: Sequence[TestResult]
@@ -46,7 +46,8 @@ V = TypeVar("V")
 def passed_by_function(runs: Sequence[tuple[Observation, Sequence[TestResult]]], covered: Sequence[str],
                        value: Callable[[TestResult], V]) -> tuple[dict[str, dict[str, dict[str, list[V]]]], dict[str, set[Observation]]]:
     """Each passed case no rule in `covered` matches, as function -> cell -> node id -> `value` per run, and
-    where each function was observed: what every rule calibrate writes (tiers, cuda_runs) is written from."""
+    where each function was observed: what every rule calibrate writes per function (tiers, cuda_runs,
+    cuda_ops) is written from."""
     cases: dict[str, dict[str, dict[str, list[V]]]] = {}
     observed: dict[str, set[Observation]] = {}
     for observation, tests in runs:

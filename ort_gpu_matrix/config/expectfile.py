@@ -11,7 +11,8 @@ No line is longer than LINE (300) characters, whatever the node ids and messages
 not fit on one line makes its key a list of `[[expect.<mode>.<key>]]` tables, one field a line, and
 a string that does not fit is a multi-line string continued with a backslash at each line's end
 (which TOML joins back, without the breaks). Reasons are the failure's first line, cut to REASON
-characters (`short`); the full message stays in the run's result.
+characters (`short`); the full message stays in the run's result. Rules only a person writes (allowed_fallbacks,
+allowed_cpu_ops) are never calibrated, but a file calibrate rewrites keeps them, written back as they were read.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .model import CudaRunsRule, FlakyRule, Observation, Rule, TierRule
+from .model import CpuOpsRule, CudaOpsRule, CudaRunsRule, FallbackRule, FlakyRule, Observation, Rule, TierRule
 
 LINE = 300  # no line of an expect file is longer
 REASON = 200  # a rule's reason: the failure's first line, cut to this
@@ -90,6 +91,20 @@ def comment(text: str) -> str:
     return "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F or _is_surrogate(c) else c for c in text)
 
 
+AnyRule = Rule | FlakyRule | TierRule | CudaRunsRule | CudaOpsRule | CpuOpsRule | FallbackRule
+KeptRule = FallbackRule | CpuOpsRule  # rules only a person writes, which calibrate keeps from the old file as they were
+# each rule kind's fields in the order they are written, and those written even when empty
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    Rule: (("test", "reason", "observed"), ("test", "reason")),
+    FlakyRule: (("test", "outcomes", "tiers", "reason", "runs", "observed"), ("test", "outcomes", "reason")),
+    TierRule: (("test", "only", "reason", "observed"), ("test", "only", "reason")),
+    CudaRunsRule: (("test", "min", "reason", "observed"), ("test", "min", "reason")),
+    CudaOpsRule: (("test", "ops", "reason", "observed"), ("test", "ops", "reason")),
+    CpuOpsRule: (("test", "ops", "reason", "observed"), ("test", "ops", "reason")),
+    FallbackRule: (("test", "error", "reason", "observed"), ("test", "error", "reason")),
+}
+
+
 @dataclass(frozen=True)
 class Skip:
     pattern: str
@@ -109,17 +124,19 @@ class ModeTable:
 
     mode: str
     kept: dict[str, str | int | tuple[str, ...]] = field(default_factory=dict)  # the old file's other keys, as they were
+    kept_rules: dict[str, tuple[KeptRule, ...]] = field(default_factory=dict)  # its rules only a person writes
     counts: list[Count] = field(default_factory=list)
     skips: list[Skip] | None = None  # None: the key is not written
     rules: dict[str, list[Rule]] = field(default_factory=dict)  # known_failures, known_toothless -> rules
     tiers: list[TierRule] = field(default_factory=list)  # tier rules (calibrate/tiers.py)
     flaky: list[FlakyRule] = field(default_factory=list)  # known_flaky
     cuda_runs: list[CudaRunsRule] = field(default_factory=list)  # cuda_runs rules (calibrate/eps.py)
+    cuda_ops: list[CudaOpsRule] = field(default_factory=list)  # cuda_ops rules (calibrate/ops.py)
 
     @property
     def empty(self) -> bool:
-        return (not self.kept and not self.counts and self.skips is None and not self.rules and not self.tiers
-                and not self.flaky and not self.cuda_runs)
+        return (not self.kept and not self.kept_rules and not self.counts and self.skips is None and not self.rules
+                and not self.tiers and not self.flaky and not self.cuda_runs and not self.cuda_ops)
 
 
 def value(v: str | int | tuple[str, ...], room: int = LINE) -> str:
@@ -136,7 +153,7 @@ def _observed(obs: Sequence[Observation]) -> str:
     return f"[{items}]"
 
 
-def _subtests(rule: Rule | TierRule | CudaRunsRule | FlakyRule) -> str:
+def _subtests(rule: AnyRule) -> str:
     return ", subtests = true" if rule.subtests else ""
 
 
@@ -157,6 +174,21 @@ def _cuda_rule(rule: CudaRunsRule) -> str:
     return f"    {{ test = {string(rule.test)}{_subtests(rule)}, min = {rule.min}{reason}{observed} }},"
 
 
+def _one_line(rule: CudaOpsRule | KeptRule) -> str:
+    """A rule on one line, each field it sets (and each one always written) in its kind's order."""
+    names, always = _FIELDS[type(rule)]
+    parts = []
+    for name in names:
+        v = getattr(rule, name)
+        if name in always or v:
+            shown = _observed(v) if name == "observed" else \
+                "[" + ", ".join(string(x) for x in v) + "]" if isinstance(v, tuple) else string(v)
+            parts.append(f"{name} = {shown}")
+        if name == "test" and rule.subtests:
+            parts.append("subtests = true")
+    return "    { " + ", ".join(parts) + " },"
+
+
 def _field(name: str, v: str | int | tuple[str, ...] | tuple[Observation, ...]) -> list[str]:
     room = LINE - len(name) - 3
     if isinstance(v, tuple) and v and isinstance(v[0], Observation):
@@ -164,15 +196,13 @@ def _field(name: str, v: str | int | tuple[str, ...] | tuple[Observation, ...]) 
     return f"{name} = {value(v, room)}".split("\n")  # type: ignore[arg-type]
 
 
-def _table(mode: str, key: str, rule: Rule | FlakyRule | TierRule | CudaRunsRule) -> list[str]:
+def _table(mode: str, key: str, rule: AnyRule) -> list[str]:
     """One rule as a [[expect.<mode>.<key>]] table: one field a line, long strings continued."""
     out = ["", f"[[expect.{mode}.{key}]]"]
-    fields = ("test", "outcomes", "tiers", "reason", "runs", "observed") if isinstance(rule, FlakyRule) else \
-        ("test", "only", "reason", "observed") if isinstance(rule, TierRule) else \
-        ("test", "min", "reason", "observed") if isinstance(rule, CudaRunsRule) else ("test", "reason", "observed")
+    fields, always = _FIELDS[type(rule)]
     for name in fields:
         v = getattr(rule, name)
-        if name in ("test", "reason", "outcomes", "only", "min") or v:
+        if name in always or v:
             out += _field(name, v)
         if name == "test" and rule.subtests:
             out.append("subtests = true")
@@ -212,12 +242,14 @@ def render(header: Sequence[str], tables: Sequence[ModeTable]) -> str:
                 pattern = long_string(sk.pattern, "    ", LINE - 29)
                 lines += f"    {pattern},  # {_note(sk.note, len(pattern.splitlines()[-1]) + 9)}".split("\n")
             lines.append("]")
-        apart: list[tuple[str, Sequence[Rule | FlakyRule | TierRule | CudaRunsRule]]] = []
-        every: list[tuple[str, Sequence[Rule | FlakyRule | TierRule | CudaRunsRule], list[str]]] = [
+        apart: list[tuple[str, Sequence[AnyRule]]] = []
+        every: list[tuple[str, Sequence[AnyRule], list[str]]] = [
+            *((key, kept, [_one_line(r) for r in kept]) for key, kept in t.kept_rules.items()),
             *((key, rules, [_rule(r) for r in rules]) for key, rules in t.rules.items()),
             *([("known_flaky", t.flaky, [_flaky(r) for r in t.flaky])] if t.flaky else []),
             *([("tiers", t.tiers, [_tier_rule(r) for r in t.tiers])] if t.tiers else []),
-            *([("cuda_runs", t.cuda_runs, [_cuda_rule(r) for r in t.cuda_runs])] if t.cuda_runs else [])]
+            *([("cuda_runs", t.cuda_runs, [_cuda_rule(r) for r in t.cuda_runs])] if t.cuda_runs else []),
+            *([("cuda_ops", t.cuda_ops, [_one_line(r) for r in t.cuda_ops])] if t.cuda_ops else [])]
         for key, rules, one_line in every:
             if all(len(x) <= LINE for x in one_line):
                 lines += [f"{key} = [", *one_line, "]"]

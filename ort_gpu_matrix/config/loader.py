@@ -25,6 +25,7 @@ from .model import (
     ID_PATTERN,
     ISOLATIONS,
     LOADERS,
+    OP_PATTERN,
     ORT_SOURCE_REF,
     TEETH_SCOPES,
     DispatchExpect,
@@ -160,6 +161,13 @@ def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, 
                 if problem:
                     r.bad(f"{prefix}.{mode}.tiers[{i}].only[{j}]", *problem)
         _flaky_rules(r, f"{prefix}.{mode}.known_flaky", expect.known_flaky)
+        for key in ("cuda_ops", "allowed_cpu_ops"):
+            for i, rule in enumerate(getattr(expect, key)):
+                for j, op in enumerate(rule.ops):
+                    if not re.fullmatch(OP_PATTERN, op):
+                        r.bad(f"{prefix}.{mode}.{key}[{i}].ops[{j}]", f"{shown(op)} is not an op as the node census "
+                              "names it (its type, after its domain unless ONNX's own)",
+                              'write ops = ["Unique"], or ["com.microsoft.MoE"] for another domain\'s op')
     return out
 
 

@@ -125,7 +125,12 @@ def reference() -> str:
         by_type.setdefault(spec.expect_type, []).append(f"[suite.<id>.expect.{mode.value}]")
     for expect_type, titles in by_type.items():
         out += table(expect_type, "` and `".join(titles))
-    out += table(Rule, "known_failures / known_toothless entries")
+    return "\n".join(out + _rule_tables()).rstrip() + "\n"
+
+
+def _rule_tables() -> list[str]:
+    """The tables of the entries an expect table lists, and of pairing's include and exclude."""
+    out = table(Rule, "known_failures / known_toothless entries")
     out += table(TierRule, "tiers entries", "Every test that passed and matches `test` must have dispatched at least "
                  "one tier, and only tiers in `only`. A test several rules match must satisfy each of them: the tiers "
                  "it may dispatch are the intersection of their `only` lists. A rule that matches no test that "
@@ -163,7 +168,7 @@ def reference() -> str:
                  "Without `include`, every combination of `matrix.pythons` × ort × torch × libs is a pairing.")
     out += table(ExcludeEntry, "[pairing] exclude = [{ ... }]",
                  "Removes the pairings that match every key given, from `include` or from the full product.")
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 def main() -> None:

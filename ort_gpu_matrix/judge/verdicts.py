@@ -297,7 +297,8 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     reasons = cross_checks(ev, tests, counts)
     found = outcomes(expect, tests, counts, prior)
     version = report.get("report_version", 0) if report is not None else 0
-    ep, ep_found = eps.judge(expect, tests, taken=version >= 3, nodes_taken=version >= 5)
+    nodes_taken = version >= 5 and bool(report and report.get("node_census", True))
+    ep, ep_found = eps.judge(expect, tests, taken=version >= 3, nodes_taken=nodes_taken)
     found.stale += [StaleRule(key, rule.test, rule.reason, what, tuple(o.cell for o in rule.observed), listing(shown))
                     for key, rule, what, shown in ep_found.stale]
     stale = stale_in(found.stale, cell, complete=not reasons)

@@ -9,7 +9,10 @@ dispatching nothing.
 Where the runs carry an EP census (judge/eps.py), two more columns say what served the function's
 CUDA-asking sessions: its runs the CUDA EP served, and its cases that fell back (marked where no
 allowed_fallbacks rule accepts it) or passed hollow. Functions that print no tier (norms, MoE) get a
-row for these alone.
+row for these alone. Where the runs carry a node census too (judge/nodes.py), a third names the op types whose
+nodes ran on an EP other than CUDA inside the sessions the CUDA EP served; shape ops (ORT's CPU-preferred nodes,
+not judged) are only counted there, by config.model.SHAPE_OPS, since a result does not keep its suite's own
+shape_ops. A function none of whose CUDA-served builds a node census saw reads `unknown`, never as none.
 
 Kept compact for suites of thousands of tests: only functions that dispatched something, broke a
 rule or asked for the CUDA EP, broken ones first, at most `limit` rows, and the count of the functions
@@ -22,10 +25,14 @@ from dataclasses import dataclass, field
 
 from ort_matrix_probe.schema import parent_of
 
+from ..config.model import SHAPE_OPS
+from ..judge.eps import CUDA_EP, EpCensus, EpTest
 from ..judge.tiers import function_of
 from ..store.results import Result
 
 NONE = "no tier"
+OPS_SHOWN = 6  # op types the ops on CPU column names before `+N more` (the CPU nodes section names every one)
+OP_CLIP = 60  # characters of one op type there (an op type is the tested graph's text)
 JUDGED_MODES = ("normal", "require_cudnn")
 
 
@@ -42,16 +49,34 @@ class Row:
     fell_back: set[str] = field(default_factory=set)  # node ids whose CUDA-asking session another EP served
     unallowed: set[str] = field(default_factory=set)  # of those, the ones no allowed_fallbacks rule accepts
     hollow: set[str] = field(default_factory=set)  # passed, asked for the CUDA EP, made no CUDA run
+    cpu_ops: set[str] = field(default_factory=set)  # op types whose nodes ran off CUDA in a CUDA-served session
+    placed: set[str] = field(default_factory=set)  # node ids whose placement a node census saw (in some run)
+    unplaced: set[str] = field(default_factory=set)  # node ids whose placement some run did not see
 
     @property
     def broken(self) -> bool:
         return bool(self.rules or self.unallowed)
 
-    def ep_cells(self, mark: str) -> tuple[str, str]:
-        """The CUDA runs and fallbacks columns: `12`, `2 ✗` (unallowed), `1 hollow`, `-`."""
+    def ep_cells(self, mark: str) -> tuple[str, str, str]:
+        """The CUDA runs, fallbacks and ops on CPU columns: `12`, `2 ✗` (unallowed), `1 hollow`, `-`."""
         fallbacks = f"{len(self.fell_back)}" + (f" {mark}" if self.unallowed else "") if self.fell_back else ""
         hollow = f"{len(self.hollow)} hollow" if self.hollow else ""
-        return (str(self.cuda_runs) if self.asked else "-"), ", ".join(x for x in (fallbacks, hollow) if x) or "-"
+        return ((str(self.cuda_runs) if self.asked else "-"), ", ".join(x for x in (fallbacks, hollow) if x) or "-",
+                self.cpu_cell())
+
+    def cpu_cell(self) -> str:
+        """The ops on CPU column: `Det, Unique`, `Unique +2 shape` (shape op types only counted), `-` where none ran
+        off CUDA, `unknown` where no node census saw a case's placement, `, 1 unseen` where it saw only some cases'."""
+        if not self.asked:
+            return "-"
+        if not self.placed:
+            return "unknown"
+        judged = sorted(op if len(op) <= OP_CLIP else op[:OP_CLIP - 1] + "…" for op in self.cpu_ops - set(SHAPE_OPS))
+        shape = len(self.cpu_ops & set(SHAPE_OPS))
+        text = ", ".join(judged[:OPS_SHOWN]) + (f" +{len(judged) - OPS_SHOWN} more" if len(judged) > OPS_SHOWN else "")
+        if shape:
+            text += f" +{shape} shape" if text else f"{shape} shape"
+        return (text or "-") + (f", {len(self.unplaced)} unseen" if self.unplaced else "")
 
     def count(self, tier: str) -> int:
         return len(self.silent) if tier == NONE else len(self.by_tier.get(tier, ()))
@@ -67,6 +92,22 @@ class TierTable:
     @property
     def empty(self) -> bool:
         return not self.rows
+
+
+def placement_seen(census: EpCensus, entry: EpTest) -> bool:
+    """Whether a node census saw where every node of a test's CUDA-served builds ran. Not where the run took none
+    (before report version 5) or the probe says why some build's is unseen; nor where CUDA ran the test's sessions
+    and no node is listed (ORT_MATRIX_NODE_CENSUS=off still writes a version 5 report)."""
+    if not census.nodes_taken or entry.nodes_unseen:
+        return False
+    return bool(entry.nodes) or not entry.cuda_runs
+
+
+def _census(row: Row, nodeid: str, census: EpCensus, entry: EpTest) -> None:
+    row.asked.add(nodeid)
+    row.cuda_runs += entry.cuda_runs
+    (row.placed if placement_seen(census, entry) else row.unplaced).add(nodeid)
+    row.cpu_ops |= {n.op for n in entry.nodes if n.runs and n.ep != CUDA_EP}
 
 
 def tier_table(results: Sequence[Result], limit: int) -> TierTable:
@@ -87,9 +128,7 @@ def tier_table(results: Sequence[Result], limit: int) -> TierTable:
         for nodeid, entry in r.ep.tests.items():
             if parent_of(nodeid) is not None:
                 continue  # its test's census holds its runs
-            row = rows.setdefault(function_of(nodeid), Row(function_of(nodeid)))
-            row.asked.add(nodeid)
-            row.cuda_runs += entry.cuda_runs
+            _census(rows.setdefault(function_of(nodeid), Row(function_of(nodeid))), nodeid, r.ep, entry)
         for f in r.ep.fallbacks:
             row = rows.setdefault(function_of(f.nodeid), Row(function_of(f.nodeid)))
             row.fell_back.add(f.nodeid)

@@ -21,7 +21,7 @@ from ...store.results import Result
 from ..model import Report
 from ..states import EXPECTED, LEGEND, UNEXPECTED, UNKNOWN, state
 from ..tiertable import cell as tier_cell
-from . import fallbacks, pollution, tiers
+from . import cpunodes, fallbacks, pollution, tiers
 from .summary import (
     audit_line,
     cell_skew,
@@ -129,6 +129,7 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
     grid = report.cells()
     columns, rows, prefix = _grid(report, modes)
     tier_rows = tiers.table(report, tiers.HTML_ROWS)
+    cpu = cpunodes.groups(report)
     sections = [(title, changes, group(changes)) for title, changes in change_sections(report)]
     return _ENV.get_template("report.html.j2").render(
         report=report, modes=modes, grid=grid, sections=sections, columns=columns, rows=rows, prefix=prefix,
@@ -139,6 +140,8 @@ def render(report: Report, out_dir: Path, roots: Sequence[Path] = ()) -> str:
         tier_table=tier_rows, tier_note=tiers.NOTE, tier_cell=tier_cell, tier_left_out=tiers.left_out,
         ep_note=tiers.EP_NOTE, ep_columns=tiers.EP_COLUMNS, fallback_groups=fallbacks.groups(report),
         fallback_title=fallbacks.TITLE, fallback_total=fallbacks.total(report), fallback_shown=fallbacks.SHOWN,
-        fallback_more=fallbacks.more,
+        fallback_more=fallbacks.more, cpu_groups=cpu, cpu_title=cpunodes.TITLE,
+        cpu_total=cpunodes.total(report), cpu_shown=cpunodes.SHOWN, cpu_more=cpunodes.more, cpu_shape=cpunodes.SHAPE,
+        cpu_empty=cpunodes.empty(cpu), cpu_unseen=cpunodes.unseen(report),
         legend=LEGEND, what_is_new=lambda g: what_is_new(report, g),
         told_apart=all(r.expected is not None for r in report.results))

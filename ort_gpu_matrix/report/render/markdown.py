@@ -12,7 +12,7 @@ from ...compare.grouping import ChangeGroup, group, shorten
 from ...store.results import Result
 from ...util.escape import md as esc
 from ..model import Report
-from . import fallbacks, pollution, tiers
+from . import cpunodes, fallbacks, pollution, tiers
 from .summary import (
     LISTED,
     audit_line,
@@ -129,6 +129,16 @@ def _fallbacks(report: Report) -> list[str]:
     return out
 
 
+def _cpu_nodes(report: Report) -> list[str]:
+    found = cpunodes.groups(report)
+    out = ["", f"## {cpunodes.TITLE} ({cpunodes.total(report)})", ""]
+    out += [esc(e) for e in [cpunodes.empty(found)] if e]
+    for g in found:
+        out += [f"- {esc(g.heading)}"] + [f"  - {esc(t)}" for t in g.nodes[:cpunodes.SHOWN]]
+        out += [f"  - {esc(m)}" for m in [cpunodes.more(g)] if m]
+    return out + [f"\n{esc(n[:1].upper() + n[1:])}." for n in [cpunodes.unseen(report)] if n]
+
+
 def _pollution(report: Report) -> list[str]:
     found = pollution.rows(report)
     out = ["", f"## {pollution.TITLE} ({len(found)})", ""]
@@ -173,7 +183,7 @@ def _failing(report: Report) -> list[str]:
 
 def render(report: Report) -> str:
     """The report's sections in order: the head, the regressions, what did not reproduce or already failed,
-    the grid, tiers and libraries, the other changes, fallbacks, pollution, the libs comparison, failing modes."""
+    the grid, tiers and libraries, the other changes, fallbacks, CPU nodes, pollution, the libs comparison, failing modes."""
     modes = modes_of(report)
     out = _head(report)
     sections = change_sections(report)
@@ -184,5 +194,5 @@ def render(report: Report) -> str:
     out += _grid(report, modes, grid) + tiers.markdown(report) + _libraries(report, grid)
     for title, changes in sections[1:]:
         out += _section(title, changes)
-    out += _fallbacks(report) + _pollution(report) + _libs_comparison(report) + _failing(report)
+    out += _fallbacks(report) + _cpu_nodes(report) + _pollution(report) + _libs_comparison(report) + _failing(report)
     return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@ from ...compare.grouping import group
 from ...store.results import Result
 from ...util.escape import term
 from ..model import Report
-from . import fallbacks, pollution, tiers
+from . import cpunodes, fallbacks, pollution, tiers
 from .summary import (
     LISTED,
     audit_line,
@@ -90,12 +90,23 @@ def _fallbacks_and_pollution(report: Report) -> list[str]:
     for fg in fallbacks.groups(report):
         lines.append(f"  {fg.heading}")
         lines += [f"    {t}" for t in fg.tests[:fallbacks.SHOWN]] + [f"    {m}" for m in [fallbacks.more(fg)] if m]
+    lines += _cpu_nodes(report)
     found = pollution.rows(report)
     lines.append(f"\n{pollution.TITLE} ({len(found)})" + (":" if found else ""))
     lines += [f"  {session}: {line}" for session, _, line in found[:pollution.SHOWN]]
     if len(found) > pollution.SHOWN:
         lines.append(f"  and {len(found) - pollution.SHOWN} more (every one is in the result files)")
     return lines + [f"  {n}" for n in [pollution.note(report)] if n]
+
+
+def _cpu_nodes(report: Report) -> list[str]:
+    found = cpunodes.groups(report)
+    lines = [f"\n{cpunodes.TITLE} ({cpunodes.total(report)})" + (":" if found else "")]
+    lines += [f"  {e}" for e in [cpunodes.empty(found)] if e]
+    for g in found:
+        lines.append(f"  {g.heading}")
+        lines += [f"    {t}" for t in g.nodes[:cpunodes.SHOWN]] + [f"    {m}" for m in [cpunodes.more(g)] if m]
+    return lines + [f"  {n}" for n in [cpunodes.unseen(report)] if n]
 
 
 def _libs_comparison(report: Report) -> list[str]:
@@ -129,7 +140,7 @@ def _verdict(report: Report) -> list[str]:
 
 def render(report: Report) -> str:
     """The grid and each cell's libraries, the tiers, what did not run, what changed and what is listed apart,
-    fallbacks and pollution, the libs comparison, then the verdict under the gate."""
+    fallbacks, CPU nodes and pollution, the libs comparison, then the verdict under the gate."""
     modes = modes_of(report)
     grid = report.cells()
     lines = _grid(report, modes, grid) + _libraries(report, grid) + tiers.terminal(report) + _not_run(report)

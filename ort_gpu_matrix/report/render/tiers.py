@@ -13,8 +13,10 @@ TITLE = "Tiers by test function"
 NOTE = ("cases of each function that dispatched each tier, in any cell's normal or require_cudnn run "
         "(teeth forces MATH and is left out); a mark: a tier rule was broken there")
 EP_NOTE = ("CUDA runs: the runs the CUDA EP served; fallbacks: cases whose CUDA session another EP served (a mark: "
-           "no allowed_fallbacks rule accepts it) and hollow passes (no CUDA run at all)")
-EP_COLUMNS = ("CUDA runs", "fallbacks")
+           "no allowed_fallbacks rule accepts it) and hollow passes (no CUDA run at all); ops on CPU: the op types "
+           "whose nodes ran on another EP inside a session the CUDA EP served, shape ops (ORT's CPU-preferred nodes, "
+           "not judged) only counted, `unknown` where no node census saw them")
+EP_COLUMNS = ("CUDA runs", "fallbacks", "ops on CPU")
 
 
 def table(report: Report, limit: int = ROWS) -> tuple[TierTable, str, list[str]]:
