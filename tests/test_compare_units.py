@@ -490,7 +490,7 @@ def test_a_libs_diff_says_each_sides_stacks_with_the_tests_each_served_and_who_s
 
 def test_a_stack_label_says_where_a_test_is_absent_and_what_served_it_on_one_side():
     from ort_gpu_matrix.compare.changes import NOT_AUDITED, _stacks
-    from ort_gpu_matrix.compare.placement import eps_text
+    from ort_gpu_matrix.compare.epmoves import eps_text
 
     two = {"cuda_stacks": [["a"], ["b"]], "stack_of": {"t::a": 1}}
     stacks, label = _stacks(ModeRecord("pass", {}, {"t::a": Line("passed"), "t::b": Line("passed")}, None, two, {}),

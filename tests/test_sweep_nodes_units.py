@@ -1,5 +1,5 @@
 """Node truth in sweeps, in-process: a baseline line's ops per EP (store/baseline.py), a per-op ep change
-(compare/placement.py, compare/changes.py), how confirmation checks and clears it (compare/suspects.py,
+(compare/epmoves.py, compare/changes.py), how confirmation checks and clears it (compare/suspects.py,
 compare/unreproduced.py), and what a bisect step's line says of it (drive/bisect_step.py, app/bisect.py).
 tests/test_nodesweep.py runs the same through real nox sweeps."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ from helpers import result
 from ort_gpu_matrix.app.bisect import Followed, _piece
 from ort_gpu_matrix.compare.changes import Change, ChangeKind, Comparison, compare
 from ort_gpu_matrix.compare.changes import test_changes as per_test
+from ort_gpu_matrix.compare.epmoves import Seen, back_on_cuda
 from ort_gpu_matrix.compare.grouping import group
-from ort_gpu_matrix.compare.placement import Seen, back_on_cuda
 from ort_gpu_matrix.compare.suspects import Suspects, _reproduces
 from ort_gpu_matrix.compare.unreproduced import filter_comparison
 from ort_gpu_matrix.drive.bisect_step import line

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.changes import Change, ChangeKind
-from ..compare.placement import eps_text, op_text
+from ..compare.epmoves import eps_text, op_text
 from ..config.model import Matrix
 from ..config.modes import MODES
 from ..drive.bisect_step import ABSENT, Stepper

@@ -9,7 +9,7 @@ Regression kinds (each fails the sweep):
     ep        a test that ran on the CUDA EP in the baseline no longer does, with the same outcome: the CPU
               served it, or it made no CUDA run (judge/eps.py); a pass on the CPU proves nothing of the GPU.
               Per op (`op` names it), where both sides carried a node census: an op that ran on the CUDA EP
-              alone in the baseline now runs on another EP, in a test the CUDA EP still serves (placement.py)
+              alone in the baseline now runs on another EP, in a test the CUDA EP still serves (epmoves.py)
     teeth     a test that was bitten in teeth is now toothless
     count     collected or passed dropped
     library   a by-name library now resolves to another file or version, or another cuDNN copy is mapped
@@ -56,7 +56,7 @@ from ..store.baseline import Baseline, ModeRecord, TestLine
 from ..store.results import Result
 from ..util import codec
 from ..util.codec import stored
-from .placement import Seen, moves
+from .epmoves import Seen, moves
 
 
 class ChangeKind(enum.StrEnum):

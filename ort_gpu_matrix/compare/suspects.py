@@ -47,7 +47,7 @@ from ..store.baseline import Baseline, ModeRecord, TestLine, ops_by_ep
 from ..store.confirmation import Confirmation, Rerun, TestRuns
 from ..store.results import Result
 from .changes import ChangeKind, compare, libs_comparison, test_changes
-from .placement import back_on_cuda
+from .epmoves import back_on_cuda
 from .unreproduced import PER_TEST
 
 
