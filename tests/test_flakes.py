@@ -101,7 +101,7 @@ def test_a_flake_alone_is_unconfirmed_and_the_gate_stays_green(tmp_path, venvs, 
                                    "runs": ["failed", "passed"]}]
     # the mode's verdict and counts follow the reruns; the first run's own verdict stays in the result
     r = box.result()
-    assert r["schema_version"] == 5 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
+    assert r["schema_version"] == 6 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
     rec = r["confirmation"]
     assert rec["first_verdict"] == "fail" and rec["first_counts"]["failed"] == 3 and r["counts"]["failed"] == 2
     assert any("unexpected failure" in x for x in rec["first_reasons"])
@@ -138,7 +138,7 @@ def test_a_real_tier_change_and_a_real_failure_are_confirmed(tmp_path, venvs, ba
     by_test = {t["test"]: t for t in rec["tests"]}
     assert by_test["test_flaky.py::test_breakable"]["runs"] == ["failed", "failed", "failed"]
     assert by_test["test_flaky.py::test_breakable"]["unconfirmed"] == []
-    assert by_test["test_flaky.py::test_tier"]["runs"] == ["passed MATH ep=CUDA"] * 3  # the stand-in CUDA EP served it
+    assert by_test["test_flaky.py::test_tier"]["runs"] == ["passed MATH ep=CUDA ops.CUDA=Identity"] * 3  # the stand-in CUDA EP served it
     assert [r["selected"] for r in rec["reruns"]] == [3, 2]  # the flake cleared in rerun 1 and left
     assert "2 regression(s)" not in run.stdout and "sweep FAILED (gate regressions)" in run.stdout
 
@@ -259,7 +259,7 @@ def test_a_change_that_did_not_reproduce_against_one_baseline_still_counts_again
     assert swept.proc.returncode == 0, swept.output[-3000:]
     r = swept.result("normal")
     assert [(t["test"], t["unconfirmed"], t["against"]) for t in r["confirmation"]["tests"]] == [
-        (test, ["tier"], "passed FLASH_ATTENTION ep=CUDA")]
+        (test, ["tier"], "passed FLASH_ATTENTION ep=CUDA ops.CUDA=Identity")]
     again_a = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "a", "--gate", "regressions", env=env)
     assert again_a.proc.returncode == 0, again_a.output[-3000:]
     against_b = harness.nox("-s", "report", "--", str(harness.results), "--baseline", "b", "--gate", "regressions",
