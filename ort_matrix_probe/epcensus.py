@@ -347,8 +347,9 @@ class EpCensus:
 
 
 def nodes_of(t: Tracked, use: Use) -> list[dict[str, Any]]:
-    """Each node of the placements a test met, with the runs it made while each served (schema.NodeUse): a node
-    that Session.run's fallback moved to the CPU appears once per EP it ran on."""
+    """Each node of the CUDA-served placements a test met, with the runs it made while each served (schema.NodeUse).
+    A build the CUDA EP did not serve keeps no placement (every node of it is on the EP serving it), so a node
+    that Session.run's fallback moved appears with the runs of its CUDA build alone; the EP census counts the rest."""
     runs: dict[tuple[str, str, str], int] = {}
     for index, n in use.placed.items():
         for ep, op, name in t.placements[index]:

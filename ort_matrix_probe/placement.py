@@ -43,10 +43,13 @@ def ask(session: Any, options_class: Any) -> str | None:
         except Exception as exc:  # an ORT whose options cannot be made or set: nothing to ask with
             return first_line(exc) or type(exc).__name__
     try:
-        if options.get_session_config_entry(RECORD_KEY) == "0":
-            return TURNED_OFF
+        said = options.get_session_config_entry(RECORD_KEY)
     except Exception:  # not set: the usual case (ORT raises for an entry that is absent)
-        pass
+        said = None
+    if said == "0":
+        return TURNED_OFF
+    if said == "1":  # asked already (the same options built an earlier session): ORT warns when it is set again
+        return None
     try:
         options.add_session_config_entry(RECORD_KEY, "1")
     except Exception as exc:

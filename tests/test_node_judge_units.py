@@ -140,6 +140,8 @@ def test_why_a_listed_op_made_no_cuda_run():
         "cuda_ops rule 'test_' (Unique) broken by 4 test(s): "
         f"{F}test_built: Unique did not run on the CUDA EP (the build holding it was never run by the test); "
         f"{F}test_cpu: Unique did not run on the CUDA EP (the CUDA EP served no build the test ran); "
+        f"{F}test_cpu: session 1 made 1 run(s) the CUDA EP did not serve (CPUExecutionProvider): every op of it ran "
+        "there; "
         f"{F}test_none: Unique did not run on the CUDA EP (the test asked for no CUDA session); "
         f"{F}test_unseen: Unique did not run on the CUDA EP (its placement is unseen: another)")
 

@@ -93,16 +93,22 @@ allowed_cpu_ops = [
     run = _run(harness, expect=expect, suite_extra='cpu_nodes = "fail"\n')
     r = run.result("normal")
     assert r["verdict"] == "fail" and run.proc.returncode != 0
-    assert r["reasons"] == [
+    assert r["reasons"] == [  # strict: a node on the CPU fails, and so does a placement nothing could judge
         "1 node(s) ran on the CPU inside sessions the CUDA EP served, in 1 test(s) that passed (no cuda_ops or "
         f"allowed_cpu_ops rule covers them, and they are not shape ops): {T}test_unique: Unique 'unique' on {CPU} "
-        "(2 run(s), session 1)"]
+        "(2 run(s), session 1)",
+        f"1 test(s) that passed ran a build the CUDA EP served whose node placement is unseen, so no node of it was "
+        f"judged: {T}test_unique_recording_turned_off ({TURNED_OFF})"]
     stale = {s["pattern"]: s["what"] for s in r["stale_rules"] if s["key"] == "allowed_cpu_ops"}
     assert stale == {f"{T}test_relu$": "no test it matches ran a listed op on the CPU"}
 
 
 def test_a_suite_may_name_its_own_shape_ops(harness):
-    # Unique named a shape op (a suite whose graphs use it on shapes): neither warned about nor failed
-    r = _run(harness, suite_extra='cpu_nodes = "fail"\nshape_ops = ["Shape", "Unique"]\n').result("normal")
+    # Unique named a shape op (a suite whose graphs use it on shapes): neither warned about nor failed; the result
+    # keeps the list it was judged with, for reports and baselines
+    r = _run(harness, suite_extra='shape_ops = ["Shape", "Unique"]\n').result("normal")
     assert r["verdict"] == "pass", r["reasons"]
-    assert not any("ran on the CPU inside" in w for w in r["warnings"])
+    assert not any("ran on the CPU inside" in w for w in r["warnings"]) and r["ep"]["shape_ops"] == ["Shape", "Unique"]
+    unseen = [w for w in r["warnings"] if "placement is unseen" in w]  # said, as a warning outside strict mode
+    assert unseen == [f"1 test(s) that passed ran a build the CUDA EP served whose node placement is unseen, so no "
+                      f"node of it was judged: {T}test_unique_recording_turned_off ({TURNED_OFF})"]

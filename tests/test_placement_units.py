@@ -108,6 +108,23 @@ def test_a_test_that_turned_recording_off_keeps_its_zero_and_is_told_so():
     assert other.get_session_config_entry(placement.RECORD_KEY) == "1"
 
 
+def test_options_that_ask_already_are_left_as_they_are_so_ort_warns_of_no_overwrite(probe, capfd):
+    options = ort.SessionOptions()
+    for _ in range(2):  # the second build from the same options: ORT would warn that the entry was overwritten
+        probe.session("Relu", options).run(None, {"x": X})
+    assert "already exists" not in capfd.readouterr().err
+    assert [n["op"] for u in probe.take() for n in u["nodes"]] == ["Add", "Relu", "Add", "Relu"]
+
+    class Asked:
+        def get_session_config_entry(self, key):
+            return "1"
+
+        def add_session_config_entry(self, key, value):
+            raise AssertionError("set again")
+
+    assert placement.ask(SimpleNamespace(_sess_options=Asked()), ort.SessionOptions) is None
+
+
 def test_ask_without_options_or_a_way_to_make_them_says_why():
     assert placement.ask(SimpleNamespace(_sess_options=None), None) == placement.NO_API
     assert placement.NO_API.startswith("this ORT cannot report node placement (")

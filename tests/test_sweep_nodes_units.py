@@ -99,13 +99,25 @@ def test_an_op_that_ran_on_cuda_alone_and_now_runs_elsewhere_is_an_ep_regression
                  "t::c": "passed ep=CUDA ops.CUDA=Add,Unique", "t::d": "passed ep=CUDA ops.CPU=Relu",
                  "t::e": "passed ep=CUDA ops.CUDA=Add ops.CPU=Shape", "t::f": "passed ep=CUDA ops.CUDA=Add"})
     assert changes(before, after) == (
-        ["ep: c normal t::a: Relu: CUDA -> CPU", "ep: c normal t::b: Gelu: CUDA -> CUDA, CPU"],
-        ["ep: c normal t::c: Unique: CPU -> CUDA"])  # d ran on the CPU already, e is a shape op, f's Relu did not run
+        ["ep: c normal t::a: Relu: CUDA -> CPU", "ep: c normal t::b: Gelu: CUDA -> CUDA, CPU",
+         "ep: c normal t::d: Relu: CUDA, CPU -> CPU"],  # d lost its last CUDA kernel
+        ["ep: c normal t::c: Unique: CPU -> CUDA"])  # e is a shape op, f's Relu did not run
     cmp = compare(Baseline({"c": {"normal": before}}), Baseline({"c": {"normal": after}}))
     assert cmp.regressions[0] == Change(ChangeKind.EP, "c", "normal", "t::a", "CUDA", "CPU", "Relu")
     assert cmp.to_dict()["regressions"][0] == {"kind": "ep", "cell": "c", "mode": "normal", "test": "t::a",
                                                "before": "CUDA", "after": "CPU", "op": "Relu"}
     assert "op" not in Change(ChangeKind.EP, "c", "normal", "t::x", "CUDA", "CPU").to_dict()
+
+
+def test_a_placement_seen_in_the_baseline_and_unseen_now_is_one_ep_regression_of_its_own():
+    before = rec({"t::a": "passed ep=CUDA ops.CUDA=Add,Relu", "t::b": "passed ep=CUDA ops=unseen"})
+    after = rec({"t::a": "passed ep=CUDA ops=unseen", "t::b": "passed ep=CUDA ops.CUDA=Add"})
+    assert changes(before, after) == (["ep: c normal t::a: node placement seen -> node placement unseen"],
+                                      ["ep: c normal t::b: node placement unseen -> node placement seen"])
+    line = Line.decode("passed ep=CUDA ops.CUDA=Add ops=unseen")
+    assert line.unseen and line.encode() == "passed ep=CUDA ops.CUDA=Add ops=unseen"
+    with pytest.raises(ValueError, match="ops= is written only as ops=unseen"):
+        Line.decode("passed ep=CUDA ops=seen")
 
 
 def test_one_cause_is_named_once_and_only_where_both_sides_carried_a_node_census_and_kept_their_outcome():

@@ -4,8 +4,11 @@ The EP census says which EP served each session a test built (judge/eps.py); the
 each op of a CUDA-served build ran on (judge/nodes.py). A baseline line keeps both (store/baseline.py), and
 a test that kept its outcome has moved off the GPU when either moved: the CUDA EP no longer serves it at
 all (a test-level move), or it still does but an op that ran on the CUDA EP alone now runs on another EP
-too or instead (a per-op move: ORT placed the node on the CPU for want of a kernel, without a word). One
-cause is named once: where the test-level move is named, its ops are not named again.
+too or instead, or that ran on CUDA and on another EP and now on that one alone (a per-op move: ORT placed the
+node on the CPU for want of a kernel, without a word). One cause is named once: where the test-level move is named,
+its ops are not named again. A test whose placement was seen on one side and unseen on the other is one move of
+its own (`node placement seen -> node placement unseen`): its ops cannot be compared, and a sweep that can no
+longer see must not read as one that saw nothing move.
 
 ORT's CPU-preferred shape ops (config.model.SHAPE_OPS: Shape, Gather, Cast...) are never compared per op. A
 baseline keeps no suite policy, so the default list is used, not a suite's own `shape_ops`: ORT moves these
@@ -52,15 +55,29 @@ def moves(bt: TestLine, at: TestLine, seen: Seen) -> tuple[list[Move], list[Move
         return ([shown], []) if before else ([], [shown])
     if seen < Seen.NODES:
         return [], []
+    if bt.unseen != at.unseen and (bt.ops or at.ops):  # what was judged by node is no longer, or is again
+        move: Move = (None, _placement(bt), _placement(at))
+        return ([move], []) if at.unseen else ([], [move])
     worse: list[Move] = []
     better: list[Move] = []
     for op in sorted({op for _, names in (*bt.ops, *at.ops) for op in names} - set(SHAPE_OPS)):
         was, now = set(bt.ran_on(op)), set(at.ran_on(op))
-        if was == {CUDA} and now - {CUDA}:
+        if _off_cuda(was, now):
             worse.append((op, op_text(bt, op), op_text(at, op)))
-        elif now == {CUDA} and was - {CUDA}:
+        elif _off_cuda(now, was):
             better.append((op, op_text(bt, op), op_text(at, op)))
     return worse, better
+
+
+def _off_cuda(was: set[str], now: set[str]) -> bool:
+    """An op that ran on the CUDA EP and now runs where it did not (another EP beside or instead of CUDA), or has
+    lost CUDA while it still runs elsewhere (CUDA and CPU before, the CPU alone now)."""
+    return CUDA in was and bool(now) and bool(now - was - {CUDA} or CUDA not in now)
+
+
+def _placement(line: TestLine) -> str:
+    """A line's node census as a change names it, where its placement was seen on one side only."""
+    return "node placement unseen" if line.unseen else "node placement seen"
 
 
 def back_on_cuda(line: TestLine | None, op: str) -> bool:

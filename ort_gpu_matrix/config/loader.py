@@ -123,6 +123,7 @@ def _suites(r: Reader, data: dict[str, Any], base: Path) -> dict[str, Suite]:
         _one_of(r, f"{key}.teeth_scope", suite.teeth_scope, TEETH_SCOPES, "a teeth scope")
         _one_of(r, f"{key}.isolation", suite.isolation, ISOLATIONS, "an isolation")
         _one_of(r, f"{key}.cpu_nodes", suite.cpu_nodes, CPU_NODES, "a cpu_nodes choice")
+        _ops(r, f"{key}.shape_ops", suite.shape_ops)
         for name in sorted(suite.env):
             why = reserved(name)
             if why:
@@ -163,12 +164,23 @@ def _expect_tables(r: Reader, tables: dict[str, Any], prefix: str) -> dict[str, 
         _flaky_rules(r, f"{prefix}.{mode}.known_flaky", expect.known_flaky)
         for key in ("cuda_ops", "allowed_cpu_ops"):
             for i, rule in enumerate(getattr(expect, key)):
-                for j, op in enumerate(rule.ops):
-                    if not re.fullmatch(OP_PATTERN, op):
-                        r.bad(f"{prefix}.{mode}.{key}[{i}].ops[{j}]", f"{shown(op)} is not an op as the node census "
-                              "names it (its type, after its domain unless ONNX's own)",
-                              'write ops = ["Unique"], or ["com.microsoft.MoE"] for another domain\'s op')
+                _ops(r, f"{prefix}.{mode}.{key}[{i}].ops", rule.ops)
     return out
+
+
+def _ops(r: Reader, key: str, ops: tuple[str, ...]) -> None:
+    """Each op named as the node census names it, once: a name it never writes would match nothing, silently."""
+    seen: set[str] = set()
+    for j, op in enumerate(ops):
+        if op.startswith("ai.onnx.") and re.fullmatch(OP_PATTERN, op):
+            r.bad(f"{key}[{j}]", f"{shown(op)} names ONNX's own domain, which the node census leaves out",
+                  f'write "{op.removeprefix("ai.onnx.")}"')
+        elif not re.fullmatch(OP_PATTERN, op):
+            r.bad(f"{key}[{j}]", f"{shown(op)} is not an op as the node census names it (its type, after its domain "
+                  "unless ONNX's own)", 'write ops = ["Unique"], or ["com.microsoft.MoE"] for another domain\'s op')
+        elif op in seen:
+            r.bad(f"{key}[{j}]", f"{shown(op)} is listed twice", "list each op once")
+        seen.add(op)
 
 
 def _flaky_rules(r: Reader, key: str, rules: tuple[FlakyRule, ...]) -> None:

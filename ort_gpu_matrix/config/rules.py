@@ -84,8 +84,10 @@ OP_PATTERN = r"^[A-Za-z0-9_.:-]+$"  # an op as the node census names it: its typ
 
 @dataclass(frozen=True)
 class CudaOpsRule:
-    """Ops that must run on the CUDA EP in the tests a rule matches: ORT places a node with no CUDA kernel for its
-    type, version or dtype on the CPU without a word, and the test still passes."""
+    """Ops that must run on the CUDA EP, and there alone, in the tests a rule matches.
+
+    ORT places a node with no CUDA kernel for its type, version or dtype on the CPU without a word, and the test
+    still passes."""
 
     test: str = key("a regex searched in the node id; every test that passed and matches it is judged", "",
                     required=True, regex=True, example='"TestMoE::"')

@@ -27,7 +27,7 @@ from typing import Any
 
 from ort_matrix_probe.schema import parent_of
 
-from ..config.model import CudaRunsRule, DispatchExpect, FallbackRule
+from ..config.model import SHAPE_OPS, CudaRunsRule, DispatchExpect, FallbackRule
 from ..util.codec import stored
 from . import nodes
 from .counts import TestResult
@@ -109,6 +109,8 @@ class EpCensus:
     hollow: list[str] = field(default_factory=list)  # passed, asked for the CUDA EP, no run it served, no fallback
     # the report carried a node census (version 5): only then is "no nodes" a finding
     nodes_taken: bool = field(default=False, metadata=stored(omit_default=True))
+    # the suite's shape_ops the run was judged with: reports and baselines read a result without its matrix
+    shape_ops: list[str] = field(default_factory=lambda: list(SHAPE_OPS), metadata=stored(omit_default=True))
 
     @property
     def cuda_runs(self) -> int:
@@ -200,7 +202,7 @@ def judge(expect: DispatchExpect, tests: Sequence[TestResult], taken: bool,
     out = EpFindings()
     fallbacks = [dataclasses.replace(f, allowed_by=_allowed(expect.allowed_fallbacks, f.nodeid, f.reason))
                  for f in raw.fallbacks]
-    result = EpCensus(taken, raw.tests, fallbacks, raw.hollow, nodes_taken)
+    result = EpCensus(taken, raw.tests, fallbacks, raw.hollow, nodes_taken, list(expect.nodes.shape_ops))
     bad = result.unallowed()
     if bad:
         tests_hit = sorted({f.nodeid for f in bad})

@@ -19,9 +19,11 @@ and a cuda_ops rule then fails (it cannot be proven) rather than pass unchecked.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ort_matrix_probe.schema import parent_of
 
 from ..config.model import CpuOpsRule, CudaOpsRule, DispatchExpect
 from .counts import TestResult
@@ -72,14 +74,21 @@ def _less(nodes: list[NodeRun], taken: Iterable[NodeRun]) -> list[NodeRun]:
     return out
 
 
-def units(tests: Sequence[TestResult]) -> dict[str, list[NodeRun]]:
-    """Each test's and subtest's own nodes: a test holding subtests keeps what ran outside them (a test's census
-    holds its subtests', so listing both would name each node twice)."""
+def own(nodes: Mapping[str, Sequence[NodeRun]]) -> dict[str, list[NodeRun]]:
+    """Each id's own nodes, by test and subtest id: a test holding subtests keeps what ran outside them (a test's
+    census holds its subtests', so listing both would name each node twice). The one place this is decided: the
+    judge, the baseline's lines and the report's CPU nodes all read it."""
     inside: dict[str, list[NodeRun]] = {}
-    for t in tests:
-        if t.parent is not None:
-            inside.setdefault(t.parent, []).extend(node_runs(t))
-    return {t.nodeid: _less(node_runs(t), inside.get(t.nodeid, ())) for t in tests}
+    for nodeid, found in nodes.items():
+        parent = parent_of(nodeid)
+        if parent is not None:
+            inside.setdefault(parent, []).extend(found)
+    return {nodeid: _less(list(found), inside.get(nodeid, ())) for nodeid, found in nodes.items()}
+
+
+def units(tests: Sequence[TestResult]) -> dict[str, list[NodeRun]]:
+    """Each test's and subtest's own nodes (own), from a run's tests."""
+    return own({t.nodeid: node_runs(t) for t in tests})
 
 
 def judged_nodes(tests: Sequence[TestResult]) -> dict[str, list[NodeRun]]:
@@ -118,6 +127,19 @@ def _broken(rule: CudaOpsRule, t: TestResult, nodes: list[NodeRun]) -> list[str]
     return out
 
 
+def _elsewhere(t: TestResult) -> list[str]:
+    """Runs a test's CUDA-asking sessions made that the CUDA EP did not serve (a fallback an allowed_fallbacks rule
+    accepted, or the test's own set_providers): the census keeps no placement of such a build, and every op of it
+    ran there, so a rule that an op runs on CUDA alone cannot hold for the test."""
+    out = []
+    for use in t.ep:
+        off = {ep: n for ep, n in use["runs"].items() if n and ep != CUDA_EP}
+        if off:
+            out.append(f"{t.nodeid}: session {use['session']} made {sum(off.values())} run(s) the CUDA EP did not serve "
+                       f"({', '.join(sorted(off))}): every op of it ran there")
+    return out
+
+
 def _why_not(t: TestResult, nodes: list[NodeRun], placed: bool) -> str:
     """Why a listed op made no CUDA run, as far as the census can tell."""
     unseen = unseen_of(t)
@@ -139,7 +161,7 @@ def _cuda_ops(rule: CudaOpsRule, tests: Sequence[TestResult], nodes: dict[str, l
         others = [f"{t.nodeid} ({t.outcome})" for t in tests if rule_covers(rule, t.nodeid)]
         out.stale.append(("cuda_ops", rule, "it matched no test that passed" if others else GONE, others))
         return
-    broken = [line for t in judged for line in _broken(rule, t, nodes.get(t.nodeid, []))]
+    broken = [line for t in judged for line in [*_broken(rule, t, nodes.get(t.nodeid, [])), *_elsewhere(t)]]
     if broken:
         out.reasons.append(f"cuda_ops rule {rule.test!r} ({', '.join(rule.ops)}) broken by "
                            f"{len({b.split(': ', 1)[0] for b in broken})} test(s): {listing(broken)}")
@@ -147,6 +169,18 @@ def _cuda_ops(rule: CudaOpsRule, tests: Sequence[TestResult], nodes: dict[str, l
 
 def _covered(rules: Iterable[CpuOpsRule | CudaOpsRule], nodeid: str, op: str) -> bool:
     return any(op in r.ops and rule_covers(r, nodeid) for r in rules)
+
+
+def _unseen(passing: Sequence[TestResult], expect: DispatchExpect, out: NodeFindings) -> None:
+    """Tests that passed with a CUDA-served build whose placement is unseen: nothing was checked there, which is a
+    warning, and under cpu_nodes = "fail" a reason (a strict suite never goes green on what it could not see). A
+    subtest's is its test's too (folded), so tests are named, not their subtests again."""
+    lines = [f"{t.nodeid} ({'; '.join(unseen_of(t))})" for t in passing
+             if t.outcome in JUDGED and t.parent is None and unseen_of(t)]
+    if lines:
+        said = (f"{len(lines)} test(s) that passed ran a build the CUDA EP served whose node placement is unseen, so "
+                f"no node of it was judged: {listing(lines)}")
+        (out.reasons if expect.nodes.cpu_nodes == "fail" else out.warnings).append(said)
 
 
 def judge(expect: DispatchExpect, tests: Sequence[TestResult]) -> NodeFindings:
@@ -169,6 +203,7 @@ def judge(expect: DispatchExpect, tests: Sequence[TestResult]) -> NodeFindings:
                 f"test(s) that passed (no cuda_ops or allowed_cpu_ops rule covers them, and they are not shape ops): "
                 f"{listing(lines)}")
         (out.reasons if expect.nodes.cpu_nodes == "fail" else out.warnings).append(said)
+    _unseen(passing, expect, out)
     for allowed in expect.allowed_cpu_ops:
         if any(_covered([allowed], nodeid, n.op) for nodeid, found in cpu.items() for n in found):
             continue

@@ -11,8 +11,8 @@ CUDA-asking sessions: its runs the CUDA EP served, and its cases that fell back 
 allowed_fallbacks rule accepts it) or passed hollow. Functions that print no tier (norms, MoE) get a
 row for these alone. Where the runs carry a node census too (judge/nodes.py), a third names the op types whose
 nodes ran on an EP other than CUDA inside the sessions the CUDA EP served; shape ops (ORT's CPU-preferred nodes,
-not judged) are only counted there, by config.model.SHAPE_OPS, since a result does not keep its suite's own
-shape_ops. A function none of whose CUDA-served builds a node census saw reads `unknown`, never as none.
+not judged) are only counted there, by the shape_ops of the suite each result was judged with
+(kept in its EP census). A function none of whose CUDA-served builds a node census saw reads `unknown`, never as none.
 
 Kept compact for suites of thousands of tests: only functions that dispatched something, broke a
 rule or asked for the CUDA EP, broken ones first, at most `limit` rows, and the count of the functions
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from ort_matrix_probe.schema import parent_of
 
-from ..config.model import SHAPE_OPS
 from ..judge.eps import CUDA_EP, EpCensus, EpTest
 from ..judge.tiers import function_of
 from ..store.results import Result
@@ -50,6 +49,7 @@ class Row:
     unallowed: set[str] = field(default_factory=set)  # of those, the ones no allowed_fallbacks rule accepts
     hollow: set[str] = field(default_factory=set)  # passed, asked for the CUDA EP, made no CUDA run
     cpu_ops: set[str] = field(default_factory=set)  # op types whose nodes ran off CUDA in a CUDA-served session
+    shape_cpu: set[str] = field(default_factory=set)  # of those, the ones the run's suite calls shape ops
     placed: set[str] = field(default_factory=set)  # node ids whose placement a node census saw (in some run)
     unplaced: set[str] = field(default_factory=set)  # node ids whose placement some run did not see
 
@@ -71,8 +71,8 @@ class Row:
             return "-"
         if not self.placed:
             return "unknown"
-        judged = sorted(op if len(op) <= OP_CLIP else op[:OP_CLIP - 1] + "…" for op in self.cpu_ops - set(SHAPE_OPS))
-        shape = len(self.cpu_ops & set(SHAPE_OPS))
+        judged = sorted(op if len(op) <= OP_CLIP else op[:OP_CLIP - 1] + "…" for op in self.cpu_ops - self.shape_cpu)
+        shape = len(self.cpu_ops & self.shape_cpu)
         text = ", ".join(judged[:OPS_SHOWN]) + (f" +{len(judged) - OPS_SHOWN} more" if len(judged) > OPS_SHOWN else "")
         if shape:
             text += f" +{shape} shape" if text else f"{shape} shape"
@@ -107,7 +107,9 @@ def _census(row: Row, nodeid: str, census: EpCensus, entry: EpTest) -> None:
     row.asked.add(nodeid)
     row.cuda_runs += entry.cuda_runs
     (row.placed if placement_seen(census, entry) else row.unplaced).add(nodeid)
-    row.cpu_ops |= {n.op for n in entry.nodes if n.runs and n.ep != CUDA_EP}
+    off = {n.op for n in entry.nodes if n.runs and n.ep != CUDA_EP}
+    row.cpu_ops |= off
+    row.shape_cpu |= off & set(census.shape_ops)
 
 
 def tier_table(results: Sequence[Result], limit: int) -> TierTable:

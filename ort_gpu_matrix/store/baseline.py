@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from ..judge.eps import CUDA_EP, short_eps
-from ..judge.nodes import NodeRun
+from ..judge.nodes import NodeRun, own
 from ..judge.verdicts import Status
 from ..util import codec
 from ..util.codec import Textual, stored
@@ -35,6 +35,7 @@ OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 QUOTED = re.compile(r"[A-Za-z0-9_.:~%-]+")  # an op or EP name as a line writes it: anything else percent-quoted
 CUDA = CUDA_EP.removesuffix("ExecutionProvider")  # as a line names the CUDA EP (short_eps)
+UNSEEN = "ops=unseen"  # a line's token for a test some of whose CUDA-served builds' placement was unseen
 OpsByEp = tuple[tuple[str, tuple[str, ...]], ...]  # (short EP, the ops that ran on it, sorted), CUDA first
 
 
@@ -53,13 +54,15 @@ class TestLine(Textual):
     # the EPs that served its runs, short (CUDA, CPU), CUDA first; () it asked for the CUDA EP and made no run;
     # None: it asked for no CUDA session, or the line predates the census
     eps: tuple[str, ...] | None = None
-    # per EP, the ops that ran there in its CUDA-served builds (judge/nodes.py); () none seen: no node census, no
-    # such build, or its placement unseen
+    # per EP, the ops that ran there in its CUDA-served builds (judge/nodes.py), outside its subtests; () none seen:
+    # no node census, no such build, or its placement unseen
     ops: OpsByEp = ()
+    unseen: bool = False  # some CUDA-served build's placement was unseen (`ops=unseen`): what ops hold is not all
 
     def encode(self) -> str:
         ep = [] if self.eps is None else [f"ep={','.join(self.eps) or 'none'}"]
         ops = [f"ops.{_quoted(ep)}={','.join(map(_quoted, names))}" for ep, names in self.ops]
+        ops += [UNSEEN] if self.unseen else []
         return " ".join([self.outcome, *self.tiers, *ep, *ops, *([f"reruns={self.reruns}"] if self.reruns else [])])
 
     @classmethod
@@ -74,12 +77,14 @@ class TestLine(Textual):
         eps = [t.split("=", 1)[1] for t in rest if t.startswith("ep=")]
         if len(eps) > 1 or (eps and not re.fullmatch(r"none|[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*", eps[0])):
             raise ValueError(f"{text!r}: ep= must be given once, as EP names joined by commas (CUDA,CPU) or none")
-        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=", "ops.")))
+        tiers = tuple(t for t in rest if not t.startswith(("reruns=", "ep=", "ops.", "ops=")))
+        if any(t.startswith("ops=") and t != UNSEEN for t in rest):
+            raise ValueError(f"{text!r}: ops= is written only as {UNSEEN}")
         if not all(re.fullmatch(r"[A-Z][A-Z0-9_]*", t) for t in tiers):
             raise ValueError(f"{text!r}: tiers are written as SdpaKernel names (CUDNN_FLASH_ATTENTION, MATH)")
         served = None if not eps else () if eps[0] == "none" else tuple(eps[0].split(","))
         ops = _ops_of(text, [t for t in rest if t.startswith("ops.")])
-        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served, ops)
+        return cls(outcome, tiers, int(reruns[0]) if reruns else 0, served, ops, UNSEEN in rest)
 
     def ran_on(self, op: str) -> tuple[str, ...]:
         """The short EPs `op` ran on, CUDA first; () where it did not run, or nothing was seen."""
@@ -170,8 +175,10 @@ class ModeRecord:
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
         tiers, ep = r.dispatch.tests, r.ep.tests
+        mine = own({n: e.nodes for n, e in ep.items()})  # a test's lines hold its own ops, not its subtests' again
         tests = {n: TestLine(o, tuple(sorted(set(tiers.get(n, [])))), r.reruns.get(n, 0),
-                             short_eps(ep[n].runs) if n in ep else None, ops_by_ep(ep[n].nodes) if n in ep else ())
+                             short_eps(ep[n].runs) if n in ep else None, ops_by_ep(mine[n]) if n in ep else (),
+                             n in ep and bool(ep[n].nodes_unseen))
                  for n, o in r.outcomes.items()}
         cov = r.teeth_coverage
         teeth = None

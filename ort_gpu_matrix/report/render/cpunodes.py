@@ -5,7 +5,7 @@ A node is listed where it ran (runs > 0) on an EP other than CUDA inside a build
 census (judge/nodes.py) stored it in each result. A test holding subtests lists only what ran outside them: its
 census holds its subtests' too, and judge/nodes.py units takes them off the same way. Shape ops are ORT's
 CPU-preferred nodes, which no rule judges: they form one group of their own, last. They are named by
-config.model.SHAPE_OPS, since a result does not keep its suite's own shape_ops. A test whose placement no node
+the shape_ops of the suite each result was judged with (kept in its EP census). A test whose placement no node
 census saw is counted in a note, never read as having no node on the CPU.
 
 Shared here so the terminal, Markdown and HTML say the same thing; each form escapes what it shows (op types,
@@ -13,16 +13,13 @@ node names and test ids come from the code under test), and every line is clippe
 """
 from __future__ import annotations
 
-import dataclasses
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ort_matrix_probe.schema import parent_of
 
-from ...config.model import SHAPE_OPS
 from ...judge.eps import CUDA_EP, EpTest
-from ...judge.nodes import NodeRun
+from ...judge.nodes import NodeRun, own
 from ..model import Report
 from ..tiertable import placement_seen
 from .summary import clip
@@ -53,17 +50,8 @@ class CpuNodeGroup:
 
 def own_nodes(tests: Mapping[str, EpTest]) -> dict[str, list[NodeRun]]:
     """Each test's own nodes that ran off CUDA, with their own runs: a test holding subtests less its subtests'."""
-    inside: Counter[tuple[str, str, str, str, int]] = Counter()
-    for nodeid, entry in tests.items():
-        parent = parent_of(nodeid)
-        if parent is not None:
-            for n in entry.nodes:
-                inside[(parent, n.op, n.name, n.ep, n.session)] += n.runs
-    out = {}
-    for nodeid, entry in tests.items():
-        left = [(n, n.runs - inside[(nodeid, n.op, n.name, n.ep, n.session)]) for n in entry.nodes if n.ep != CUDA_EP]
-        out[nodeid] = [dataclasses.replace(n, runs=runs) for n, runs in left if runs > 0]
-    return out
+    mine = own({nodeid: entry.nodes for nodeid, entry in tests.items()})
+    return {nodeid: [n for n in found if n.ep != CUDA_EP and n.runs > 0] for nodeid, found in mine.items()}
 
 
 def _group(op: str, found: list[tuple[str, str, NodeRun]]) -> CpuNodeGroup:
@@ -79,7 +67,7 @@ def groups(report: Report) -> list[CpuNodeGroup]:
     for r in sorted(report.results, key=lambda r: r.session):
         for nodeid, nodes in sorted(own_nodes(r.ep.tests).items()):
             for n in nodes:
-                found.setdefault(SHAPE if n.op in SHAPE_OPS else n.op, []).append((r.session, nodeid, n))
+                found.setdefault(SHAPE if n.op in r.ep.shape_ops else n.op, []).append((r.session, nodeid, n))
     out = [_group(op, items) for op, items in found.items()]
     return sorted(out, key=lambda g: (g.op == SHAPE, -g.tests, -len(g.nodes), g.op))
 
@@ -87,7 +75,7 @@ def groups(report: Report) -> list[CpuNodeGroup]:
 def total(report: Report) -> int:
     """The CUDA sessions with a node on the CPU that is not a shape op: the section's count."""
     return len({(r.session, n.session) for r in report.results for nodes in own_nodes(r.ep.tests).values()
-                for n in nodes if n.op not in SHAPE_OPS})
+                for n in nodes if n.op not in r.ep.shape_ops})
 
 
 def empty(found: list[CpuNodeGroup]) -> str | None:
