@@ -69,11 +69,11 @@ if [ "$STEP" = C ]; then
 {
   echo "## C1. the node census on and off (bench/ep_census.py --what nodes), alternating pairs"
   timeout "${BENCH_S:-420}" python3 bench/ep_census.py --what nodes /root/shipped-results/second/gpu-3.12-h200pip-normal.json \
-    $RES/nt-3.12-h200-normal.json --repeat "${REPEAT:-5}" ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/node-census-bench.json"
+    --repeat "${REPEAT:-5}" ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/node-census-bench.json"
   echo "## C2. each way of reading placement, on the GPU (bench/placement_ways.py)"
   VENV=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['venv']['path'])" $RES/nt-3.12-h200-normal.json)
   LD_PRELOAD=/usr/local/cuda-13.0/lib64/libcudart.so.13:/usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
-    timeout 150 "$VENV/bin/python" bench/placement_ways.py --providers CUDAExecutionProvider,CPUExecutionProvider \
+    timeout 150 "$VENV/bin/python" bench/placement_ways.py --providers CUDAExecutionProvider,CPUExecutionProvider --tail Unique --builds 30 \
     --out "$OUT/placement-ways.json"
 } 2>&1 | tee "$OUT/step-c.log"
 fi
