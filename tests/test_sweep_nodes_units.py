@@ -211,3 +211,14 @@ def test_a_bisect_follows_ep_changes_and_checks_the_good_end_by_the_piece_each_c
     assert _piece(tier, "passed CUDNN ep=CUDA ops.CUDA=Relu")[1] == ["CUDNN"]  # a tier is never an ep token
     test = Change(ChangeKind.TEST, "c", "normal", "t::d", "passed", "failed")
     assert _piece(test, "passed MATH ep=CUDA") == ("outcome", "passed", "passed")
+
+
+def test_a_known_flaky_test_within_its_set_still_names_its_move_off_cuda():
+    before = rec({"t::a": "passed MATH ep=CUDA ops.CUDA=Add,Relu"})
+    after = rec({"t::a": "failed ep=CUDA ops.CUDA=Add ops.CPU=Relu"})
+    flaky = {("c", "normal"): {"t::a": {"outcomes": ["passed", "failed"], "tiers": ["MATH"]}}}
+    cmp = compare(Baseline({"c": {"normal": before}}), Baseline({"c": {"normal": after}}), flaky=flaky)
+    assert [c.line() for c in cmp.regressions] == []  # the outcome changed: no ep change is named across outcomes
+    after = rec({"t::a": "passed MATH ep=CUDA ops.CUDA=Add ops.CPU=Relu"})
+    cmp = compare(Baseline({"c": {"normal": before}}), Baseline({"c": {"normal": after}}), flaky=flaky)
+    assert [c.line() for c in cmp.regressions] == ["ep: c normal t::a: Relu: CUDA -> CPU"]

@@ -54,11 +54,17 @@ def own_nodes(tests: Mapping[str, EpTest]) -> dict[str, list[NodeRun]]:
     return {nodeid: [n for n in found if n.ep != CUDA_EP and n.runs > 0] for nodeid, found in mine.items()}
 
 
+def _test(nodeid: str) -> str:
+    """The test a session is counted under: numbered in its test process, two xdist workers each have a session 1,
+    so a session is counted per test that met it (a subtest's is its test's)."""
+    return parent_of(nodeid) or nodeid
+
+
 def _group(op: str, found: list[tuple[str, str, NodeRun]]) -> CpuNodeGroup:
     lines = [clip(f"{session} {nodeid}: session {n.session}, " + (f"{n.op} " if op == SHAPE else "")
                   + f"node {n.name!r} on {n.ep}, {n.runs} run(s)") for session, nodeid, n in found]
     return CpuNodeGroup(op if op == SHAPE else clip(op, 120), lines, len({nodeid for _, nodeid, _ in found}),
-                        len({(session, n.session) for session, _, n in found}), sum(n.runs for _, _, n in found))
+                        len({(session, _test(nodeid), n.session) for session, nodeid, n in found}), sum(n.runs for _, _, n in found))
 
 
 def groups(report: Report) -> list[CpuNodeGroup]:
@@ -74,7 +80,7 @@ def groups(report: Report) -> list[CpuNodeGroup]:
 
 def total(report: Report) -> int:
     """The CUDA sessions with a node on the CPU that is not a shape op: the section's count."""
-    return len({(r.session, n.session) for r in report.results for nodes in own_nodes(r.ep.tests).values()
+    return len({(r.session, _test(nodeid), n.session) for r in report.results for nodeid, nodes in own_nodes(r.ep.tests).items()
                 for n in nodes if n.op not in r.ep.shape_ops})
 
 
