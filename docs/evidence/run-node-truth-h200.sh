@@ -3,15 +3,15 @@
 #   A. the facts asked of onnxruntime-gpu 1.31.1 (node-truth/facts.py: Add -> Unique / Det / Relu, what
 #      get_providers(), the default log, the placement API and the verbose log say); then ORT's CUDA op tests
 #      (node-truth/matrix.toml, cell nt-3.12-h200) through the harness, the bare recipe beside it, and the report.
-#   B. no false red: the shipped matrix's working cells, ORT's attention suites among them (gpu-3.12-h200,
-#      gpu-3.12-unpinned, gpu-3.12-h200pip, gpu-3.12-h200cuda), swept, saved as a baseline, swept again under
-#      --gate regressions.
+#   B. no false red: the shipped matrix's working cells (gpu-3.12-h200, gpu-3.12-unpinned, gpu-3.12-h200cuda, and
+#      gpu-3.12-h200pip where its pip cuDNN is staged) and ORT's attention suite (nt-3.12-h200att) swept, saved as
+#      baselines, swept again under --gate regressions.
 #   C. the cost: bench/ep_census.py --what nodes (the node census on and off, the EP census on both sides,
-#      alternating) on stored runs of A and B; bench/placement_ways.py on the GPU (each way of reading placement).
+#      alternating) on A's two stored runs; bench/placement_ways.py on the GPU (each way of reading placement).
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.31.1 nvidia-cudnn-cu13==9.12.0.46 onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock \
 #     defusedxml jinja2 pyelftools setuptools einops rich
-#   (nvidia-cudnn-cu13 serves step B's gpu-3.12-h200pip only)
+#   (nvidia-cudnn-cu13 serves step B's gpu-3.12-h200pip only, and may be left out)
 # and ORT's test files in .ort-src/ (git-ignored; carry ".ort-src"): docs/evidence/node-truth-h200.md lists them.
 # Run: STEP=A OUT=... bash docs/evidence/run-node-truth-h200.sh
 set -uo pipefail
@@ -37,38 +37,53 @@ rm -rf "$RES"
     timeout 120 "$VENV/bin/python" docs/evidence/node-truth/facts.py
   echo "## A2. the bare recipe beside it, per test and per subtest (same venv, same pinned libraries)"
   timeout 200 python3 docs/evidence/subtests/bare.py $RES/nt-3.12-h200-normal.json "$OUT/bare-nt.log"
+  echo "## A4. ORT's attention suite through the harness (nt-3.12-h200att, normal)"
+  t0=$SECONDS
+  MATRIX_TOML=$NTM MATRIX_RESULTS=$RES timeout 200 python3 -m nox -s nt-3.12-h200att > "$OUT/nox-att.log" 2>&1
+  echo "nox -s nt-3.12-h200att exit: $? in $((SECONDS - t0)) s"
+  sed -n '/^cell /,/^verdict /p' "$OUT/nox-att.log" | cut -c1-700 | head -20
   echo "## A3. the report"
   MATRIX_TOML=$NTM timeout 100 python3 -m nox -s report -- $RES --out "$OUT/report" > "$OUT/report.txt" 2>&1
   echo "nox -s report exit: $?"
   sed -n '/nodes on the CPU/,/^$/p' "$OUT/report.txt" | cut -c1-300 | head -40
 } 2>&1 | tee "$OUT/step-a.log"
-cp $RES/nt-3.12-h200-normal.json "$OUT/" 2>/dev/null
+cp $RES/nt-3.12-h200-normal.json $RES/nt-3.12-h200att-normal.json "$OUT/" 2>/dev/null
 tar -C "$RES" --exclude='pytest.log' -czf "$OUT/results-a.tar.gz" . 2>/dev/null
 fi
 if [ "$STEP" = B ]; then
 SHIPPED=/root/shipped-results
 BASE=/root/shipped-baselines
-CELLS="gpu-3.12-h200 gpu-3.12-unpinned gpu-3.12-h200pip gpu-3.12-h200cuda"
+CELLS="gpu-3.12-h200 gpu-3.12-unpinned gpu-3.12-h200cuda"
+ls /root/wheelhouse/nvidia_cudnn_cu13-* >/dev/null 2>&1 && CELLS="$CELLS gpu-3.12-h200pip"  # its pip cuDNN staged
 {
-  echo "## B1. the shipped working cells (ORT's attention suites among them): a sweep saved as a baseline"
+  echo "## B1. the shipped working cells ($CELLS) and ORT's attention suite: a sweep saved as a baseline"
   t0=$SECONDS
-  MATRIX_RESULTS=$SHIPPED/first MATRIX_BASELINES=$BASE timeout 280 python3 -m nox -s sweep -- --select $CELLS \
+  MATRIX_RESULTS=$SHIPPED/first MATRIX_BASELINES=$BASE timeout 240 python3 -m nox -s sweep -- --select $CELLS \
     --save-baseline nt1 --confirm 0 > "$OUT/sweep-first.log" 2>&1
-  echo "first sweep exit: $? in $((SECONDS - t0)) s"; tail -3 "$OUT/sweep-first.log"
-  echo "## B2. swept again against it, --gate regressions (expected: exit 0, no regression)"
+  echo "shipped, first sweep exit: $? in $((SECONDS - t0)) s"; tail -2 "$OUT/sweep-first.log"
   t0=$SECONDS
-  MATRIX_RESULTS=$SHIPPED/second MATRIX_BASELINES=$BASE timeout 280 python3 -m nox -s sweep -- --select $CELLS \
+  MATRIX_TOML=$NTM MATRIX_RESULTS=$SHIPPED/att1 MATRIX_BASELINES=$BASE timeout 120 python3 -m nox -s sweep -- \
+    --select nt-3.12-h200att --save-baseline att1 --confirm 0 > "$OUT/sweep-att-first.log" 2>&1
+  echo "attention, first sweep exit: $? in $((SECONDS - t0)) s"; tail -2 "$OUT/sweep-att-first.log"
+  echo "## B2. swept again against them, --gate regressions (expected: exit 0, no regression)"
+  t0=$SECONDS
+  MATRIX_RESULTS=$SHIPPED/second MATRIX_BASELINES=$BASE timeout 240 python3 -m nox -s sweep -- --select $CELLS \
     --baseline nt1 --gate regressions > "$OUT/sweep-second.log" 2>&1
-  echo "second sweep exit: $? in $((SECONDS - t0)) s"
-  grep -E "^(PASS|FAIL) |Regressions|regression|sweep (OK|FAILED)|ran on the CPU" "$OUT/sweep-second.log" | cut -c1-400 | head -20
-  cp "$BASE/nt1.json" "$OUT/baseline-nt1.json" 2>/dev/null
+  echo "shipped, second sweep exit: $? in $((SECONDS - t0)) s"
+  grep -E "^(PASS|FAIL) |egression|sweep (OK|FAILED)|ran on the CPU" "$OUT/sweep-second.log" | cut -c1-400 | head -20
+  t0=$SECONDS
+  MATRIX_TOML=$NTM MATRIX_RESULTS=$SHIPPED/att2 MATRIX_BASELINES=$BASE timeout 120 python3 -m nox -s sweep -- \
+    --select nt-3.12-h200att --baseline att1 --gate regressions > "$OUT/sweep-att-second.log" 2>&1
+  echo "attention, second sweep exit: $? in $((SECONDS - t0)) s"
+  grep -E "^(PASS|FAIL) |egression|sweep (OK|FAILED)|ran on the CPU" "$OUT/sweep-att-second.log" | cut -c1-400 | head -20
+  cp "$BASE/nt1.json" "$BASE/att1.json" "$OUT/" 2>/dev/null
 } 2>&1 | tee "$OUT/step-b.log"
 tar -C "$SHIPPED" --exclude='pytest.log' -czf "$OUT/results-b.tar.gz" . 2>/dev/null
 fi
 if [ "$STEP" = C ]; then
 {
   echo "## C1. the node census on and off (bench/ep_census.py --what nodes), alternating pairs"
-  timeout "${BENCH_S:-420}" python3 bench/ep_census.py --what nodes /root/shipped-results/second/gpu-3.12-h200pip-normal.json \
+  timeout "${BENCH_S:-420}" python3 bench/ep_census.py --what nodes $RES/nt-3.12-h200att-normal.json $RES/nt-3.12-h200-normal.json \
     --repeat "${REPEAT:-5}" ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/node-census-bench.json"
   echo "## C2. each way of reading placement, on the GPU (bench/placement_ways.py)"
   VENV=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['venv']['path'])" $RES/nt-3.12-h200-normal.json)
