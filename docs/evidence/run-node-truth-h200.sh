@@ -6,6 +6,8 @@
 #   B. no false red: the shipped matrix's working cells (gpu-3.12-h200, gpu-3.12-unpinned, gpu-3.12-h200cuda, and
 #      gpu-3.12-h200pip where its pip cuDNN is staged) and ORT's attention suite (nt-3.12-h200att) swept, saved as
 #      baselines, swept again under --gate regressions.
+#   D. this page's own two tests (node-truth/suite/test_placed.py) on ORT's CUDA build: Add -> Unique, whose Unique
+#      the CUDA build places on the CPU, and Add -> Relu, each with a cuda_ops rule; the bare recipe beside it.
 #   C. the cost: bench/ep_census.py --what nodes (the node census on and off, the EP census on both sides,
 #      alternating) on A's two stored runs; bench/placement_ways.py on the GPU (each way of reading placement).
 # Needs /root/wheelhouse from:
@@ -79,6 +81,20 @@ ls /root/wheelhouse/nvidia_cudnn_cu13-* >/dev/null 2>&1 && CELLS="$CELLS gpu-3.1
   cp "$BASE/nt1.json" "$BASE/att1.json" "$OUT/" 2>/dev/null
 } 2>&1 | tee "$OUT/step-b.log"
 tar -C "$SHIPPED" --exclude='pytest.log' -czf "$OUT/results-b.tar.gz" . 2>/dev/null
+fi
+if [ "$STEP" = D ]; then
+{
+  echo "## D1. this page's own tests on ORT's CUDA build (nt-3.12-h200own): Add -> Unique and Add -> Relu"
+  t0=$SECONDS
+  MATRIX_TOML=$NTM MATRIX_RESULTS=$RES timeout 200 python3 -m nox -s nt-3.12-h200own > "$OUT/nox-own.log" 2>&1
+  echo "nox -s nt-3.12-h200own exit: $? in $((SECONDS - t0)) s"
+  sed -n '/^cell /,/^verdict /p' "$OUT/nox-own.log" | cut -c1-900
+  echo "## D2. the bare recipe beside it (same venv, same pinned libraries, no harness)"
+  VENV=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['venv']['path'])" $RES/nt-3.12-h200own-normal.json)
+  (cd docs/evidence/node-truth/suite && LD_PRELOAD=/usr/local/cuda-13.0/lib64/libcudart.so.13:/usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
+    timeout 100 "$VENV/bin/python" -m pytest -p no:cacheprovider -q test_placed.py 2>&1 | tail -3)
+  cp $RES/nt-3.12-h200own-normal.json "$OUT/" 2>/dev/null
+} 2>&1 | tee "$OUT/step-d.log"
 fi
 if [ "$STEP" = C ]; then
 {
