@@ -96,8 +96,8 @@ class TierTable:
 
 def placement_seen(census: EpCensus, entry: EpTest) -> bool:
     """Whether a node census saw where every node of a test's CUDA-served builds ran. Not where the run took none
-    (before report version 5) or the probe says why some build's is unseen; nor where CUDA ran the test's sessions
-    and no node is listed (ORT_MATRIX_NODE_CENSUS=off still writes a version 5 report)."""
+    (before report version 5, or with ORT_MATRIX_NODE_CENSUS=off) or the probe says why some build's is unseen; nor
+    where CUDA ran the test's sessions and no node is listed (a stored result that says otherwise is not believed)."""
     if not census.nodes_taken or entry.nodes_unseen:
         return False
     return bool(entry.nodes) or not entry.cuda_runs
