@@ -165,11 +165,12 @@ class EpCensus:
             use = per_test[t.sid] = Use()
         return use
 
-    def _met(self, t: Tracked) -> Use:
-        """The current test's use of `t`, with the placement serving now: the test met it, run or not."""
+    def _met(self, t: Tracked, runs: int = 0) -> Use:
+        """The current test's use of `t`, with the placement serving now and `runs` more of it: the test met it,
+        run or not."""
         use = self._use(t)
         if t.placed is not None:
-            use.placed.setdefault(t.placed, 0)
+            use.placed[t.placed] = use.placed.get(t.placed, 0) + runs
         elif t.unseen is not None:
             use.unseen = use.unseen or t.unseen
         return use
@@ -288,13 +289,9 @@ class EpCensus:
             finally:
                 running[t.sid] -= 1
             if outermost:
-                use = self._use(t)
+                use = self._met(t, runs=1)
                 ep = t.serving
                 use.runs[ep] = use.runs.get(ep, 0) + 1
-                if t.placed is not None:
-                    use.placed[t.placed] = use.placed.get(t.placed, 0) + 1
-                elif t.unseen is not None:
-                    use.unseen = use.unseen or t.unseen
                 if ep != CUDA_EP and t.fallback:
                     use.fallback = use.fallback or t.fallback
             return out
