@@ -228,3 +228,26 @@ def test_more_cpu_nodes_than_a_reason_lists_are_counted():
     (said,) = judge(expect(), tests).warnings
     assert said.startswith("10 node(s) ran on the CPU inside sessions the CUDA EP served, in 10 test(s) that passed")
     assert said.endswith("; and 2 more")
+
+
+# ---------------------------------------------------------------- unseen placements, and runs another EP served
+
+def test_a_passing_tests_unseen_placement_is_a_warning_and_under_fail_a_reason_each_reason_named():
+    tests = [tr("t", use(1, unseen="b why"), use(2, unseen="a why")),
+             tr("t [s]", use(1, unseen="b why"), parent=F + "t"),  # its test names it: not listed again
+             tr("broken", use(3, unseen="c why"), outcome="failed"),  # a failure is judged by its failure
+             tr("seen", use(4, ADD))]
+    said = ("1 test(s) that passed ran a build the CUDA EP served whose node placement is unseen, so no node of it was "
+            f"judged: {F}t (a why; b why)")
+    warned = judge(expect(), tests)
+    assert warned.warnings == [said] and warned.reasons == []
+    failed = judge(expect(cpu_nodes="fail"), tests)
+    assert failed.reasons == [said] and failed.warnings == []
+    assert judge(expect(cpu_nodes="fail"), [tests[3]]).reasons == []
+
+
+def test_a_cuda_ops_rule_names_every_ep_that_served_a_sessions_runs_instead_of_cuda():
+    other = {"session": 2, "asked": [CUDA, CPU], "served": [CPU], "runs": {CPU: 2, "AzureExecutionProvider": 1}}
+    found = judge(expect(cuda_ops=[cuda_ops("t$", "Add")]), [tr("t", use(1, ADD), other)])
+    assert found.reasons == [f"cuda_ops rule 't$' (Add) broken by 1 test(s): {F}t: session 2 made 3 run(s) the CUDA "
+                             "EP did not serve (AzureExecutionProvider, CPUExecutionProvider): every op of it ran there"]
