@@ -6,6 +6,7 @@ pytest, never the engine. One job per module:
     inject.py      force CUDA EP provider options into every InferenceSession
     fdtap.py       read `SdpaKernel=<TIER>` from native fd 1 around run() (and ORT's log on fd 2)
     epcensus.py    which EP served each session that asked for the CUDA EP, its runs, ORT's reason for a fallback
+    envreads.py    which tests read the variables a mode changes (the canary), so another mode may carry them
     subtests.py    which subtest (self.subTest, the subtests fixture) is open, so what runs inside it is its own
     ortpatch.py    patch onnxruntime when the tests import it, never before
     loader.py      the libs set's loader (torch_first, ort_preload_dlls), before anything else

@@ -35,7 +35,7 @@ from typing import IO, Any, Generator
 
 import pytest
 
-from . import keepwait
+from . import envreads, keepwait
 from . import report as reporting
 from .audit import audit, imported_version
 from .epcensus import EpCensus
@@ -114,6 +114,7 @@ class Probe:
         self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
         self.undo_subtests = arm_unittest(self.scopes)
         self.isolation = Isolation(mode, self.process_name)
+        self.env_reads: envreads.Census | None = None  # registered beside it (pytest_configure)
 
     def on_fd1(self, data: bytes, cuda: bool) -> None:
         target = self.pending_sdpa if cuda else self.unattributed
@@ -310,7 +311,7 @@ class Probe:
     def report(self, exitstatus: int) -> ProbeReport:
         unattributed = [t for tiers in self.unattributed.values() for t in tiers]
         unattributed += [t for e in self.tests.values() for t in e.get("unattributed", [])]
-        return {"report_version": REPORT_VERSION, "exitstatus": int(exitstatus),
+        report: ProbeReport = {"report_version": REPORT_VERSION, "exitstatus": int(exitstatus),
                 "duration_s": round(time.time() - self.started, 3), "collected": self.collected,
                 "tests": self.tests, "collection": self.collection, "audits": self.audits,
                 "outside_tests_sdpa": self.pending_sdpa.get(OUTSIDE, []), "unattributed_sdpa": unattributed,
@@ -321,6 +322,9 @@ class Probe:
                 "envs": {"controller": self.env, **self.envs},
                 "subtests_verbosity": _subtests_verbosity(self.config),
                 "node_census": self.census is not None and self.census.nodes}
+        if self.env_reads is not None:
+            report["env_reads"] = self.env_reads.report()
+        return report
 
     def _imported_version(self) -> str | None:
         """onnxruntime.__version__ as the tests' processes saw it, read after they imported it."""
@@ -376,12 +380,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     """The libs set's loader, in every test process (xdist workers too) before any conftest, test
     module or torch is imported: only the plugins named with -p have been imported by now."""
     early_config.stash[LOADER] = apply_loader(os.environ.get(LOADER_ENV), _future_sys_path(early_config))
+    envreads.start(early_config)  # the tests' reads of the watched variables, seen from their first conftest on
 
 
 def pytest_configure(config: pytest.Config) -> None:
     probe = Probe(config)
     config.stash[PROBE] = probe
     config.pluginmanager.register(probe, "ort_matrix_probe.session")
+    probe.env_reads = envreads.register(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -389,3 +395,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if probe is not None:
         probe.close()
         config.pluginmanager.unregister(probe)
+    envreads.stop(config)

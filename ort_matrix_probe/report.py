@@ -12,6 +12,7 @@ import os
 import re
 from typing import Any
 
+from .envreads import ENV_READS_PROP
 from .schema import CollectionEntry, ProbeReport, SubtestEntry, TestEntry
 
 # what travels on a test's reports as user_properties (so xdist brings it to the controller): on its teardown
@@ -119,6 +120,8 @@ def record(tests: dict[str, TestEntry], report: Any) -> None:
                 entry["unattributed"] = list(value)
             elif name == EP_PROP and value:
                 entry["ep"] = list(value)
+            elif name == ENV_READS_PROP and value:
+                entry["env_reads"] = sorted(set(entry.get("env_reads", [])) | set(value))
 
 
 def collection_entry(report: Any) -> CollectionEntry | None:

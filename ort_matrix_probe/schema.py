@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 if TYPE_CHECKING:
     from typing import NotRequired
 
-REPORT_VERSION = 5  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep"); 4: subtests, env;
-# 5: each CUDA-served session's node placement ("nodes", "nodes_unseen" in an EP use)
-READS_REPORTS = (2, 3, 4, 5)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+REPORT_VERSION = 6  # 2: isolation and pollution (2026-12); 3: each test's EP census ("ep"); 4: subtests, env;
+# 5: each CUDA-served session's node placement ("nodes", "nodes_unseen" in an EP use);
+# 6: the census of reads of the watched variables (env_reads: the report's, and each test's)
+READS_REPORTS = (2, 3, 4, 5, 6)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
 SUBTEST_PLACEHOLDER = "(<subtest>)"  # a subtest with neither a message nor params, as pytest names it
 _DESCRIPTION_CHARS = 300  # a description is cut here: an id stays a line a person can read
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: different in every process
@@ -121,6 +122,7 @@ class TestEntry(TypedDict):
     subtests: NotRequired[dict[str, SubtestEntry]]
     pytest_outcome: NotRequired[str]  # what pytest itself said, where the probe says otherwise (version 4)
     by_subtests: NotRequired[bool]  # failed through its failing subtests only, not by its own code (version 4)
+    env_reads: NotRequired[list[str]]  # the watched variables it read ("*": every one), where any (version 6)
 
 
 class CollectionEntry(TypedDict):
@@ -208,6 +210,19 @@ class PollutionEntry(TypedDict):
     later_tests: int  # later tests of its process: run under the change (report), or kept from it (restore)
 
 
+class EnvScope(TypedDict):
+    """Reads of watched variables that belong to more than one test (envreads.py)."""
+
+    scope: str  # a node id prefix (a module's or a class's), or "" for every test
+    names: list[str]  # the names read ("*": every one)
+    where: list[str]  # "file:line" of the first read of each name
+
+
+class EnvReads(TypedDict):
+    watched: list[str]  # the names the engine asked about (ORT_MATRIX_WATCH_ENV)
+    scopes: list[EnvScope]
+
+
 class ProbeReport(TypedDict):
     report_version: int
     exitstatus: int
@@ -229,4 +244,5 @@ class ProbeReport(TypedDict):
     env: NotRequired[dict[str, str | None]]
     envs: NotRequired[dict[str, dict[str, str | None]]]  # the same, per process: "controller" and each xdist worker
     node_census: NotRequired[bool]  # the node census was taken (version 5; false: ORT_MATRIX_NODE_CENSUS=off)
+    env_reads: NotRequired[EnvReads]  # taken where the engine watched a name (version 6; absent: not taken)
     subtests_verbosity: NotRequired[int | None]  # pytest >= 9's for subtests: at 0 its summary omits passing ones

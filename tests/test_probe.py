@@ -80,7 +80,7 @@ def test_teardown(broken_teardown): pass
     result = pytester.runpytest_subprocess(*PLUGIN)
     assert result.ret == 1
     data = json.loads(report.read_text())
-    assert data["report_version"] == 5 and data["exitstatus"] == 1
+    assert data["report_version"] == 6 and data["exitstatus"] == 1
     outcomes = {k.split("::")[1]: v["outcome"] for k, v in data["tests"].items()}
     assert outcomes == {"test_pass": "passed", "test_fail": "failed", "test_skip": "skipped",
                         "test_xfail": "xfailed", "test_teardown": "passed"}

@@ -1,0 +1,231 @@
+"""The probe's census of reads of the watched variables, through pytester: real pytest runs, with and without xdist.
+
+A read belongs to its test, to a wide fixture's scope, to the module being collected, or to every test; reading
+the whole environment and starting a child process count as reading every variable ("*"). pytest's, its
+plugins' and the probe's own reads are never the tests'."""
+import json
+
+import pytest
+from helpers import REPO
+
+PLUGIN = ("-p", "ort_matrix_probe.plugin", "-p", "no:cacheprovider")
+CANARY = "MY_CANARY"
+
+CONFTEST = '''
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def module_flag():
+    return os.environ.get("MY_CANARY")
+
+@pytest.fixture(scope="session")
+def session_flag():
+    return os.getenv("MY_CANARY")
+
+@pytest.fixture
+def function_flag():
+    return os.getenv("MY_CANARY")
+'''
+
+READERS = '''
+import multiprocessing
+import os
+import subprocess
+import sys
+import unittest
+
+import helper
+
+
+def test_item():
+    return os.environ["MY_CANARY"] if "MY_CANARY" in os.environ else None
+
+def test_get():
+    os.environ.get("MY_CANARY")
+
+def test_getenv():
+    os.getenv("MY_CANARY")
+
+def test_in():
+    assert ("MY_CANARY" in os.environ) in (True, False)
+
+def test_bytes():
+    os.environb.get(b"MY_CANARY")
+
+def test_through_a_helper():
+    helper.flag()
+
+def test_copy():
+    os.environ.copy()
+
+def test_items():
+    list(os.environ.items())
+
+def test_subprocess():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_system():
+    os.system("true")
+
+def _child():
+    pass
+
+def test_multiprocessing():
+    p = multiprocessing.get_context("spawn").Process(target=_child)
+    p.start()
+    p.join()
+
+def test_other_variable():
+    os.environ.get("HOME")
+    os.environ["MY_OTHER"] = "1"
+    del os.environ["MY_OTHER"]
+
+def test_function_fixture(function_flag):
+    pass
+
+def test_module_fixture(module_flag):
+    pass
+
+def test_plain():
+    pass
+
+
+class TestClassWide(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.flag = os.environ.get("MY_CANARY")
+
+    def test_one(self):
+        pass
+
+
+class TestSubtest(unittest.TestCase):
+    def test_inside(self):
+        with self.subTest(i=1):
+            os.getenv("MY_CANARY")
+
+    def test_quiet(self):
+        with self.subTest(i=1):
+            pass
+'''
+
+AT_IMPORT = '''
+import os
+FLAG = os.getenv("MY_CANARY")
+
+def test_a():
+    pass
+
+def test_b():
+    pass
+'''
+
+QUIET = '''
+def test_quiet(session_flag):
+    pass
+
+def test_untouched():
+    pass
+'''
+
+HELPER = '''
+import os
+
+def flag():
+    return os.environ.get("MY_CANARY")
+'''
+
+
+@pytest.fixture
+def run(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("ORT_MATRIX_WATCH_ENV", json.dumps([CANARY]))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # as the harness runs them: no stray plugin's reads
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_readers=READERS, test_at_import=AT_IMPORT, test_quiet=QUIET, helper=HELPER)
+
+    def go(*args):
+        report = pytester.path / f"report{len(args)}.json"
+        monkeypatch.setenv("ORT_MATRIX_REPORT", str(report))
+        result = pytester.runpytest_subprocess(*PLUGIN, "-p", "xdist.plugin", *args)
+        return result, json.loads(report.read_text())
+    return go
+
+
+def reads_of(report):
+    return {nodeid: t.get("env_reads", []) for nodeid, t in report["tests"].items()}
+
+
+def scopes_of(report):
+    return {s["scope"]: s["names"] for s in report["env_reads"]["scopes"]}
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_each_way_of_reading_is_counted_where_it_belongs(run, xdist):
+    result, report = run(*xdist)
+    result.assert_outcomes(passed=22)
+    assert report["report_version"] == 6 and report["env_reads"]["watched"] == [CANARY]
+    reads = reads_of(report)
+    for name in ("test_item", "test_get", "test_getenv", "test_in", "test_bytes", "test_through_a_helper",
+                 "test_function_fixture"):
+        assert reads[f"test_readers.py::{name}"] == [CANARY], name
+    for name in ("test_copy", "test_items", "test_subprocess", "test_system", "test_multiprocessing"):
+        assert reads[f"test_readers.py::{name}"] == ["*"], name
+    assert reads["test_readers.py::TestSubtest::test_inside"] == [CANARY]  # a subtest's read is its test's
+    for quiet in ("test_other_variable", "test_module_fixture", "test_plain", "TestClassWide::test_one",
+                  "TestSubtest::test_quiet"):
+        assert reads[f"test_readers.py::{quiet}"] == [], quiet
+    assert all(r == [] for n, r in reads.items() if not n.startswith("test_readers.py"))
+    scopes = scopes_of(report)
+    assert scopes["test_at_import.py"] == [CANARY]  # read as the module was imported: every test of it
+    assert scopes["test_readers.py"] == [CANARY]  # the module-scoped fixture's
+    assert scopes["test_readers.py::TestClassWide"] == [CANARY]  # setUpClass: the class's
+    assert scopes[""] == [CANARY], report["env_reads"]  # the session fixture's: every test
+    assert set(scopes) == {"", "test_at_import.py", "test_readers.py", "test_readers.py::TestClassWide"}
+    where = {s["scope"]: s["where"] for s in report["env_reads"]["scopes"]}
+    assert where["test_at_import.py"][0].endswith("test_at_import.py:2")  # pytester drops the leading newline
+    session_line = CONFTEST.strip().splitlines().index("def session_flag():") + 2
+    assert where[""][0].endswith(f"conftest.py:{session_line}")
+
+
+def test_a_conftest_read_at_its_import_belongs_to_every_test(run, pytester):
+    pytester.makeconftest(CONFTEST + '\nos.environ.get("MY_CANARY")\n')
+    result, report = run("test_quiet.py", "-k", "test_untouched")
+    result.assert_outcomes(passed=1)
+    assert scopes_of(report) == {"": [CANARY]}
+
+
+def test_without_watched_names_no_census_is_taken_and_nothing_is_watched(run, monkeypatch):
+    monkeypatch.delenv("ORT_MATRIX_WATCH_ENV")
+    result, report = run("-k", "test_get or test_copy")  # test_get, test_getenv, test_copy
+    result.assert_outcomes(passed=3)
+    assert "env_reads" not in report
+    assert all("env_reads" not in t for t in report["tests"].values())
+
+
+def test_the_environment_is_the_same_object_and_behaves_as_before(pytester, monkeypatch):
+    """The watch changes nothing a test sees: os.environ is the same object, its type's name the same, and writes,
+    deletes and putenv go through as before; the watch is gone once pytest is done (pytest.main in-process)."""
+    import os
+    monkeypatch.setenv("ORT_MATRIX_WATCH_ENV", json.dumps([CANARY]))
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(pytester.path / "r.json"))
+    monkeypatch.delenv("ORT_MATRIX_CUDA_OPTIONS", raising=False)
+    before, kind = id(os.environ), type(os.environ)
+    pytester.makepyfile(test_same=f'''
+import os, subprocess, sys
+def test_same():
+    assert id(os.environ) == {before} and type(os.environ).__name__ == "_Environ"
+    os.environ["MY_CANARY"] = "1"
+    assert os.getenv("MY_CANARY") == "1"
+    out = subprocess.run([sys.executable, "-c", "import os; print(os.environ['MY_CANARY'])"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "1"
+    del os.environ["MY_CANARY"]
+    assert "MY_CANARY" not in os.environ
+''')
+    result = pytester.runpytest_inprocess(*PLUGIN)
+    result.assert_outcomes(passed=1)
+    assert type(os.environ) is kind and id(os.environ) == before
+    import subprocess
+    assert subprocess._fork_exec.__module__ == "_posixsubprocess" and os.system.__module__ == "posix"
