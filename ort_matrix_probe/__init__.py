@@ -13,6 +13,7 @@ pytest, never the engine. One job per module:
     syspath.py     where `import onnxruntime` will resolve for the tests, found without importing it
     audit.py       which CUDA/cuDNN files serve this process
     provenance.py  what is installed, read from metadata without importing it
+    selection.py   which collected items run: the engine's keep and drop lists, in every collecting process
     report.py      outcomes per test and per subtest, and the JSON report the engine judges
     schema.py      the report's shape and the subtest ids, shared with the engine
     plugin.py      the pytest hooks that tie them together

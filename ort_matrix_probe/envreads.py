@@ -30,10 +30,8 @@ from typing import Any
 
 import pytest
 
-from .schema import EnvReads
+from .schema import EVERYTHING, WATCH_ENV, EnvReads
 
-WATCH_ENV = "ORT_MATRIX_WATCH_ENV"
-EVERYTHING = "*"  # a read of every variable: the environment iterated, copied, or inherited by a child process
 ALL = ""  # the scope of a read that belongs to every test
 _OWN = ("_pytest", "pytest", "pluggy", "xdist", "execnet", "ort_matrix_probe", "pytest_timeout",
         "pytest_rerunfailures", "_distutils_hack")

@@ -18,9 +18,8 @@ Subtests (subtests.py): each subtest's report carries its id, tiers and EP uses 
 and the report keeps them under its test. The variables ORT_MATRIX_ENV_NAMES names are read back in every
 process once collection ends, so the result records the environment the tests really had.
 
-And what it gets from the engine: with ORT_MATRIX_KEEP, a file of the node ids
-to run (a scoped teeth); every other collected item is deselected, in each
-process that collects, so xdist's workers agree on one collection. With
+And what it gets from the engine: with ORT_MATRIX_KEEP or ORT_MATRIX_DROP, a file
+of the node ids to run or not to run (selection.py). With
 ORT_MATRIX_ISOLATION (restore, report, off), how the process state around each
 test is watched and put back (isolation.py).
 """
@@ -35,7 +34,7 @@ from typing import IO, Any, Generator
 
 import pytest
 
-from . import envreads, keepwait
+from . import envreads, selection
 from . import report as reporting
 from .audit import audit, imported_version
 from .epcensus import EpCensus
@@ -55,7 +54,6 @@ REPORT_ENV = "ORT_MATRIX_REPORT"
 DIGEST_FD_ENV = "ORT_MATRIX_DIGEST_FD"
 PROGRESS_ENV = "ORT_MATRIX_PROGRESS"
 OPTIONS_ENV = "ORT_MATRIX_CUDA_OPTIONS"
-KEEP_ENV = "ORT_MATRIX_KEEP"
 ENV_NAMES_ENV = "ORT_MATRIX_ENV_NAMES"  # a JSON list: the variables whose values the report records, as seen here
 EP_CENSUS_ENV = "ORT_MATRIX_EP_CENSUS"  # "off": no EP census (bench/ep_census.py measures what it costs)
 NODE_CENSUS_ENV = "ORT_MATRIX_NODE_CENSUS"  # "off": the EP census without node placement (bench/ep_census.py --what nodes)
@@ -161,26 +159,7 @@ class Probe:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        path = os.environ.get(KEEP_ENV)
-        if not path:
-            return
-        wait = os.environ.get(keepwait.WAIT_ENV)
-        if wait:  # a teeth started early: its engine writes the file once require_cudnn's census is stored
-            self.marks.mark("keep_wait_start")
-            try:
-                keepwait.wait_for(path, wait)
-            except keepwait.KeepNotHandedOver as exc:
-                raise pytest.UsageError(f"ort_matrix_probe: {exc}") from None
-            self.marks.mark("kept")
-        try:
-            with open(path) as f:
-                keep = set(json.load(f))
-        except (OSError, ValueError, TypeError) as exc:
-            raise pytest.UsageError(f"ort_matrix_probe: cannot read the node ids to keep from {path}: {exc}") from None
-        dropped = [item for item in items if item.nodeid not in keep]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if item.nodeid in keep]
+        selection.apply(config, items, self.marks.mark)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> None:

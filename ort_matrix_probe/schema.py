@@ -15,6 +15,10 @@ REPORT_VERSION = 6  # 2: isolation and pollution (2026-12); 3: each test's EP ce
 # 5: each CUDA-served session's node placement ("nodes", "nodes_unseen" in an EP use);
 # 6: the census of reads of the watched variables (env_reads: the report's, and each test's)
 READS_REPORTS = (2, 3, 4, 5, 6)  # a version 2 report reads as one with no EP census: nothing asked, nothing judged
+KEEP_ENV = "ORT_MATRIX_KEEP"  # a file of the node ids to run, a JSON list (selection.py)
+DROP_ENV = "ORT_MATRIX_DROP"  # a file of the node ids not to run: their outcomes are carried from another run
+WATCH_ENV = "ORT_MATRIX_WATCH_ENV"  # a JSON list: the variables whose reads the probe counts (envreads.py)
+EVERYTHING = "*"  # a read of every variable: the environment iterated, copied, or inherited by a child process
 SUBTEST_PLACEHOLDER = "(<subtest>)"  # a subtest with neither a message nor params, as pytest names it
 _DESCRIPTION_CHARS = 300  # a description is cut here: an id stays a line a person can read
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: different in every process

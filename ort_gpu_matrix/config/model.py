@@ -231,6 +231,10 @@ class Suite:
     teeth_scope: str = key('which tests teeth runs: "all", or "cudnn": only those that dispatched the teeth tier '
                            "(expect.teeth.tier, cuDNN unless set) in this venv's require_cudnn run of the same nox process or sweep, plus those "
                            "known_toothless names", "all", example='"cudnn"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
+    full: bool = key("run every test in every mode, as `--full` does: require_cudnn carries no outcome from normal, "
+                     "even where the census of reads says a test cannot change (for tests that read "
+                     "ORT_TEST_REQUIRE_CUDNN_SDPA in a way the census cannot see: from C, or read once and cached)",
+                     False)
     isolation: str = key('what the probe does with process state a test changed and did not undo (os.environ, '
                          "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "
                          'before the next test, so no tier depends on test order; "report" names it only; "off" '

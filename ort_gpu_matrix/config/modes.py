@@ -22,21 +22,30 @@ class Mode(enum.StrEnum):
     TEETH = "teeth"
 
 
+CANARY_ENV = "ORT_TEST_REQUIRE_CUDNN_SDPA"
+
+
 @dataclass(frozen=True)
 class ModeSpec:
     require_cudnn: bool  # sets ORT_TEST_REQUIRE_CUDNN_SDPA=1
     forced_options: dict[str, str]  # CUDA EP options merged over the suite's provider_options
     expect_type: type[DispatchExpect]  # the [suite.<id>.expect.<mode>] table
     coverage_from: Mode | None = None  # the mode whose census this mode's coverage is checked against
+    # the mode this one differs from only in `changes` (variables it sets): a test that reads none of them runs as
+    # it did there, and its outcome may be carried from there instead of run again (drive/carry.py)
+    carries_from: Mode | None = None
+    changes: tuple[str, ...] = ()
 
 
 SPECS: dict[Mode, ModeSpec] = {
     Mode.NORMAL: ModeSpec(False, {}, PassExpect),
-    Mode.REQUIRE_CUDNN: ModeSpec(True, {}, PassExpect),
+    Mode.REQUIRE_CUDNN: ModeSpec(True, {}, PassExpect, carries_from=Mode.NORMAL, changes=(CANARY_ENV,)),
     Mode.TEETH: ModeSpec(True, {"sdpa_kernel": only(MATH)}, TeethExpect,
                          coverage_from=Mode.REQUIRE_CUDNN),
 }
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)  # canonical order: teeth reads require_cudnn's census
+# the variables whose reads every run's probe counts (envreads.py): what the census that lets a mode carry reads
+WATCHED: tuple[str, ...] = tuple(sorted({name for s in SPECS.values() for name in s.changes}))
 
 
 def spec(mode: str) -> ModeSpec:

@@ -8,12 +8,14 @@ They were written twice and had begun to differ; they are written here once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
+
+from ort_matrix_probe.schema import TestEntry
 
 from ..execute import summary
 from ..execute.junit import JunitError, read
@@ -25,7 +27,7 @@ from ..judge.expected import expected_of
 from ..judge.verdicts import Standard, Verdict, judge, tests_of
 from ..judge.witnesses import Evidence
 from ..store import results
-from ..store.results import Result
+from ..store.results import Result, Selection
 from ..util.orphans import new_workdir
 from ..util.voice import Voice
 
@@ -78,16 +80,19 @@ def locked(run: ModeRun, voice: Voice) -> Iterator[Scratch]:
 
 
 def verdict_of(run: ModeRun, outcome: RunOutcome, prior: Dispatch | None = None,
-               source: SourceTree | None = None) -> Verdict:
-    """The verdict on one run, by the mode's own judge and expectations (`prior`: teeth's census)."""
-    return judge(evidence(outcome), Standard.of(run), prior, source)
+               source: SourceTree | None = None, carried: Mapping[str, TestEntry] | None = None) -> Verdict:
+    """The verdict on one run, by the mode's own judge and expectations (`prior`: teeth's census; `carried`: the
+    report entries of the tests it carried from another run, carry.py)."""
+    return judge(evidence(outcome), Standard.of(run), prior, source, carried)
 
 
 def keep(run: ModeRun, outcome: RunOutcome, verdict: Verdict, source: SourceTree | None = None,
-         rerun_of: str | None = None) -> Result:
+         rerun_of: str | None = None, selection: Selection | None = None, tests_digest: str | None = None) -> Result:
     """The run stored as a bundle of its own. A run becomes its session's current result, with what its mode
-    expected marked; a confirmation rerun (`rerun_of`: the run it confirms) is stored beside it, never current."""
+    expected marked; a confirmation rerun (`rerun_of`: the run it confirms) is stored beside it, never current.
+    `selection`: what ran and what was carried; `tests_digest`: of the test files it ran (a later census needs it)."""
     result = results.build(run, outcome, verdict, results.new_run_id(outcome.started), source)
+    result = dataclasses.replace(result, selection=selection, tests_digest=tests_digest)
     if rerun_of is None:
         result = dataclasses.replace(result, expected=expected_of(run.cell.suite.expect[run.mode],
                                                                   tests_of(outcome.report), verdict.teeth_coverage))

@@ -26,16 +26,17 @@ from ..host import ortsource
 from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
 from ..host.room import cores
-from ..judge.verdicts import Verdict, refused
+from ..judge.verdicts import Verdict, refused, with_reasons
 from ..plan.cells import Cell
 from ..store import results
-from ..store.results import Result, StoreError
+from ..store.results import Result, Selection, StoreError
 from ..util.errors import MatrixError, UserError
 from ..util.escape import term
 from ..util.fs import mark_cache_dir
 from ..util.orphans import new_workdir
 from ..util.voice import Voice
 from .attempt import Scratch, keep, locked, verdict_of
+from .carry import Carry
 from .context import CellRuns
 from .overlap import Overlap, room_for, run_overlapped
 from .teeth import TeethScope, few_workers
@@ -68,23 +69,32 @@ def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
 def _attempt(cr: CellRuns, run: ModeRun) -> tuple[RunOutcome, Result]:
     with locked(run, cr.voice) as scratch:
         scope = TeethScope.open(cr, run)  # where its census comes from; resolved now unless it comes later
+        carry = Carry.open(cr, run)  # which tests it leaves out, their outcomes carried from normal (carry.py)
         cr.voice.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
         early = _run_early(cr, run, scratch, scope) if scope.file is not None else None
-        outcome, verdict = _judged(cr, run, scratch, scope, early)
-        return outcome, keep(run, outcome, verdict, cr.source)
+        outcome, verdict, selection = _judged(cr, run, scratch, scope, early, carry)
+        return outcome, keep(run, outcome, verdict, cr.source, selection=selection, tests_digest=carry.tests_digest)
 
 
-def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope,
-            early: RunOutcome | None) -> tuple[RunOutcome, Verdict]:
-    """The run (unless an early start already ran it, or teeth's scope refuses it) and its verdict."""
+def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, early: RunOutcome | None,
+            carry: Carry) -> tuple[RunOutcome, Verdict, Selection]:
+    """The run (unless an early start already ran it, or teeth's scope refuses it) and its verdict, with the
+    outcomes it carried and the record of what ran."""
     if early is not None:  # it ran (or was interrupted while it waited): judged as any run is
-        return early, scope.judged(verdict_of(run, early, scope.dispatch, cr.source))
+        return early, scope.judged(verdict_of(run, early, scope.dispatch, cr.source)), Selection(True, carry.why)
     if scope.refusal is not None:
         cr.voice.log(f"{run.session}: not run: {scope.refusal}")
-        return not_started(scratch.workdir, scope.refusal), refused(scope.refusal, cr.cell.suite.teeth_scope)
+        return (not_started(scratch.workdir, scope.refusal), refused(scope.refusal, cr.cell.suite.teeth_scope),
+                Selection(True, scope.refusal))
     scope.announce()
-    outcome = run_mode(run, scratch.workdir, [*cr.posargs, *scope.workers], cr.voice, Launch(keep=scope.keep))
-    return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source))
+    carry.announce()
+    outcome = run_mode(run, scratch.workdir, [*cr.posargs, *scope.workers], cr.voice,
+                       Launch(keep=scope.keep, drop=carry.carry))
+    if outcome.interrupt is not None or outcome.stopped:  # nothing to wait for: no outcome of it is carried
+        return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
+    entries, reasons, selection = carry.settle()
+    verdict = scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries))
+    return outcome, with_reasons(verdict, reasons), selection
 
 
 def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) -> RunOutcome | None:

@@ -57,14 +57,20 @@ def later_of(files: Mapping[str, Path], cell: Cell, mode: str) -> Path | None:
 def handed(path: Path, results_dir: Path, cell: Cell, mode: str,
            fingerprint: dict[str, object]) -> tuple[Result | None, str | None]:
     """The census the parent handed over in `path`, as `prior_of` would have it, waited for; or None and why."""
+    found, why = handed_run(path, results_dir, Mode.REQUIRE_CUDNN)
+    return (None, why) if found is None else (prior_of({found.session: found}, cell, mode, fingerprint), None)
+
+
+def handed_run(path: Path, results_dir: Path, mode: Mode) -> tuple[Result | None, str | None]:
+    """The run of `mode` a parent handed over in `path` (a teeth's require_cudnn census, or the normal run a
+    require_cudnn carries outcomes from), waited for and read from its own bundle; or None and why not."""
     try:
         ref, why = wait_ref(path)  # unbounded: the parent always writes it, and this process dies with the parent
         if ref is None:
-            return None, f"no census was handed over: {term(why or '')}"  # read from a file: escaped
-        found = census_from_store(results_dir, ref)
+            return None, f"none was handed over: {term(why or '')}"  # read from a file: escaped
+        return census_from_store(results_dir, ref, mode), None
     except (HandoffError, CensusError) as exc:
         return None, str(exc)
-    return prior_of({found.session: found}, cell, mode, fingerprint), None
 
 
 class CensusError(UserError):
@@ -74,9 +80,10 @@ class CensusError(UserError):
 _RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 
 
-def census_from_store(results_dir: Path, ref: str) -> Result:
-    """`SESSION=RUN_ID`: the require_cudnn run a --gpus parent saw its child store in this sweep, read from that
-    run's own bundle. Its venv fingerprint is checked against teeth's own when teeth uses it (`prior_of`)."""
+def census_from_store(results_dir: Path, ref: str, mode: Mode | None = None) -> Result:
+    """`SESSION=RUN_ID`: the run of `mode` a --gpus parent saw its child store in this sweep (require_cudnn for a
+    teeth, normal for a require_cudnn that carries), read from that run's own bundle. Its venv fingerprint is
+    checked by whoever uses it (`prior_of`, carry.py's `usable`). `mode` None: either of the two."""
     session, sep, run_id = ref.partition("=")
     if not sep or not _RUN_ID.match(run_id) or not session or "/" in session or session.startswith("."):
         raise CensusError(f"--census {ref!r}: expected SESSION=RUN_ID, e.g. gpu-3.12-x-require_cudnn=20261130T061203Z-3fa2c1d8")
@@ -85,7 +92,8 @@ def census_from_store(results_dir: Path, ref: str) -> Result:
         found = results.load(path)
     except results.ResultError as exc:
         raise CensusError(f"the require_cudnn census {ref} cannot be read: {exc}") from None
-    if (found.session, found.run_id, found.mode) != (session, run_id, Mode.REQUIRE_CUDNN.value):
+    modes = (mode.value,) if mode is not None else (Mode.NORMAL.value, Mode.REQUIRE_CUDNN.value)
+    if (found.session, found.run_id) != (session, run_id) or found.mode not in modes:
         raise CensusError(f"{path} holds {found.session} run {found.run_id} ({found.mode}), not {ref}")
     return found
 

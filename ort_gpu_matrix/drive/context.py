@@ -25,7 +25,7 @@ class CellRuns:
     """One cell's mode runs in this process. `earlier`: this process's stored results by session, which a
     later mode reads (teeth's census) and each run adds to; `census_files`: the require_cudnn sessions whose
     census a --gpus parent hands over while this process runs (--census-file), each with the file it comes in
-    (census.py). `voice`: who hears it (util/voice.py), its `events` told as each mode run starts and ends."""
+    (census.py), or the normal run a require_cudnn carries outcomes from. `voice`: who hears it (util/voice.py), its `events` told as each mode run starts and ends."""
 
     cell: Cell
     resolved: Resolved
@@ -35,6 +35,7 @@ class CellRuns:
     voice: Voice
     source: SourceTree | None = None  # the ORT release the tests come from, if any
     census_files: Mapping[str, Path] = field(default_factory=dict)
+    full: bool = False  # --full: every mode runs every test, carrying nothing (carry.py)
 
     def mode_run(self, mode: str, venv: Venv) -> ModeRun:
         return ModeRun(self.cell, mode, self.resolved, venv, self.workspace)

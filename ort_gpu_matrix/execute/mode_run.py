@@ -26,7 +26,7 @@ from packaging.version import Version
 import ort_matrix_probe
 from ort_matrix_probe.isolation import ISOLATION_ENV  # the suite's isolation: restore, report or off
 from ort_matrix_probe.keepwait import WAIT_ENV
-from ort_matrix_probe.schema import ProbeReport
+from ort_matrix_probe.schema import DROP_ENV, KEEP_ENV, ProbeReport  # files of node ids to keep, or not to run
 
 from ..envs.venvs import Venv, importable
 from ..host.gpumem import PeakSampler
@@ -41,7 +41,7 @@ from .testenv import mode_env
 PROBE = "ort_matrix_probe"
 PROBE_PLUGIN = f"{PROBE}.plugin"
 PROBE_SOURCE = Path(ort_matrix_probe.__file__).parent
-KEEP_ENV = "ORT_MATRIX_KEEP"  # the probe reads the node ids to keep from this file (a JSON list)
+
 WAIT_BOUND_S = 86400  # a teeth started early: how long its processes may wait for the keep file
 
 
@@ -194,6 +194,10 @@ class _Files:
     def selection(self) -> Path:
         return self.workdir / "keep.json"
 
+    @property
+    def dropped(self) -> Path:
+        return self.workdir / "drop.json"
+
 
 def _channels(run: ModeRun, files: _Files, digest_w: int, launch: Launch) -> tuple[dict[str, str], list[str]]:
     """What the probe is told (where to write, what to keep) and the test files pytest starts on."""
@@ -202,6 +206,9 @@ def _channels(run: ModeRun, files: _Files, digest_w: int, launch: Launch) -> tup
                 "ORT_MATRIX_DIGEST_FD": str(digest_w), ISOLATION_ENV: run.cell.suite.isolation,
                 **({"ORT_MATRIX_LOADER": r.loader_spec} if r.loader_spec else {})}
     tests = list(r.test_files)
+    if launch.drop:
+        files.dropped.write_text(json.dumps(sorted(launch.drop)))
+        channels[DROP_ENV] = str(files.dropped)
     if launch.keep is not None:
         files.selection.write_text(json.dumps(sorted(launch.keep)))
         channels[KEEP_ENV] = str(files.selection)

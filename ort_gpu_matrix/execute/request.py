@@ -63,6 +63,8 @@ class Launch:
     a confirmation rerun in the sweep's process runs under the GPU of the run it confirms.
     `started_group`: told pytest's process group id once it exists, so that a caller running this in a
     thread (the overlapped confirmation reruns), where no signal arrives, can stop it on the main thread's interrupt.
+    `drop`: do not run these node ids (their outcomes are carried from another run, drive/carry.py); they go to
+    the probe in a file as `keep` does, and every other item runs, those new since the census included.
     `later` (instead of `keep`): a teeth started early. pytest starts on the files of `later.basis` and its
     processes wait after collection (keepwait.py) while this waits for `later.resolve()`, then the keep file is
     written and the tests run; the run's start, duration and timeout count from that moment. Where there is no
@@ -73,3 +75,4 @@ class Launch:
     given: Mapping[str, str] = field(default_factory=dict)
     started_group: Callable[[int], None] | None = None
     later: KeepLater | None = None
+    drop: Sequence[str] = ()

@@ -12,8 +12,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ort_matrix_probe.schema import WATCH_ENV
+
 from ..config.model import Suite
-from ..config.modes import spec
+from ..config.modes import CANARY_ENV, WATCHED, spec
 from ..config.reserved import HARNESS_PREFIX
 from ..host.host import Resolved
 
@@ -49,7 +51,7 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "PYTHONPATH": ":".join(pythonpath),
         "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
         "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
-        **({"ORT_TEST_REQUIRE_CUDNN_SDPA": "1"} if mode_spec.require_cudnn else {}),
+        **({CANARY_ENV: "1"} if mode_spec.require_cudnn else {}),
     }
     applied = {**{k: v for k, v in applied.items() if v}, **suite_env}
     env = {k: v for k, v in inherited.items() if k not in SCRUBBED and not k.startswith(HARNESS_PREFIX)}
@@ -61,6 +63,7 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "PYTHONNOUSERSITE": "1",
         "PYTHONPYCACHEPREFIX": str(venv / PYCACHE),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        WATCH_ENV: json.dumps(WATCHED),  # every mode counts the tests' reads of them: the census a carry reads
         ENV_NAMES: json.dumps(sorted({*applied, *ALWAYS_WATCHED, "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH"})),
         **channels,
     })

@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
-from ort_matrix_probe.schema import ProbeReport
+from ort_matrix_probe.schema import ProbeReport, TestEntry
 
 from ..config.kernels import CUDNN
 from ..config.model import DispatchExpect, PassExpect, Rule, TeethExpect
@@ -31,8 +32,9 @@ from .flaky import judged
 from .libraries import Libraries, library_audit
 from .outcomes import FAILING, GONE, first_line, listing, teardown_of
 from .pollution import warnings as pollution_warnings
+from .reads import ReadCensus
 from .stale import StaleRule, stale_failures, stale_in
-from .witnesses import Evidence, cross_checks
+from .witnesses import EXIT_MEANING, Evidence, cross_checks
 
 
 def nothing_to_cover(tier: str) -> str:
@@ -104,6 +106,7 @@ class Verdict:
     tier_breaks: list[tiers.Break] = field(default_factory=list)  # each test that broke a tier rule, per rule
     known_flaky: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # node id -> the set its rule lists
     ep: eps.EpCensus = field(default_factory=eps.EpCensus)  # which EP served the CUDA-asking tests
+    reads: ReadCensus = field(default_factory=ReadCensus)  # the run's own tests' reads of the watched variables
 
 
 def tests_of(report: ProbeReport | None) -> list[TestResult]:
@@ -283,11 +286,14 @@ class Standard:
                    run.cell.name)
 
 
-def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, source: SourceTree | None = None) -> Verdict:
+def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, source: SourceTree | None = None,
+          carried: Mapping[str, TestEntry] | None = None) -> Verdict:
     """The cross-checks of every witness, the dispatch rules and the audit, plus the mode's own outcome judge.
 
     `prior`: teeth's require_cudnn census; `source`: the ORT checkout the suite's tests lie in, for the
-    version-skew warning.
+    version-skew warning; `carried`: the report entries of tests this run did not run, whose outcomes another
+    run gave (drive/carry.py). They are judged, counted and stored with the run's own, but only the run's own
+    are cross-checked against its witnesses, which know nothing of them.
     """
     outcomes, expect, preload, venv, cell = (standard.outcomes, standard.expect, standard.preload, standard.venv,
                                              standard.cell)
@@ -295,6 +301,11 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     tests = tests_of(report)
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
+    if carried:
+        if ev.exit_code == 5:  # every test it collected was carried (the engine dropped them): nothing left to run
+            reasons = [r for r in reasons if r != EXIT_MEANING[5]]
+        tests = tests + tests_of(cast(ProbeReport, {"tests": dict(carried)}))
+        counts = count(None, tests, counts.collected + len(carried))
     found = outcomes(expect, tests, counts, prior)
     version = report.get("report_version", 0) if report is not None else 0
     nodes_taken = version >= 5 and bool(report and report.get("node_census", True))
@@ -323,7 +334,14 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
                         f"was running were not counted ({', '.join(sorted(set(unattributed)))})")
     return Verdict(Status.FAIL if reasons else Status.PASS, reasons, warnings, counts, census(tests), libraries,
                    found.coverage, {t.nodeid: t.outcome for t in tests}, {t.nodeid: t.reruns for t in tests if t.reruns},
-                   stale, found.tier_breaks, judged(expect.known_flaky, tests)[2], ep)
+                   stale, found.tier_breaks, judged(expect.known_flaky, tests)[2], ep, ReadCensus.of(report))
+
+
+def with_reasons(verdict: Verdict, reasons: list[str]) -> Verdict:
+    """The verdict with more reasons of its own (what a carry could not give): each one fails it."""
+    if not reasons:
+        return verdict
+    return dataclasses.replace(verdict, status=Status.FAIL, reasons=[*verdict.reasons, *reasons])
 
 
 def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:

@@ -19,7 +19,7 @@ import secrets
 import shutil
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,24 +36,28 @@ from ..judge.counts import Counts, Dispatch
 from ..judge.eps import EpCensus
 from ..judge.libraries import Libraries
 from ..judge.pollution import UNKNOWN, Pollution
+from ..judge.reads import ReadCensus
 from ..judge.stale import StaleRecord
 from ..judge.tiers import BreakRecord
 from ..judge.verdicts import Status, TeethCoverage, Verdict
 from ..util import codec
+from ..util.codec import stored
 from ..util.errors import UserError
 from ..util.fs import UMASK, copy_atomic, write_json
 from .confirmation import Confirmation
 
-SCHEMA_VERSION = 6  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
+SCHEMA_VERSION = 7  # 2: isolation and pollution, known_flaky and confirmation; 3: the EP census (ep); 4: teeth
 # coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test;
 # 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset);
-# 6: the node census (ep.nodes_taken, and each test's nodes and nodes_unseen under ep.tests)
+# 6: the node census (ep.nodes_taken, and each test's nodes and nodes_unseen under ep.tests);
+# 7: what a run ran and carried (selection), its tests' reads of the watched variables (reads), its tests' digest
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
 # result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
 # result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION with those
 # tests as its tier_tests (_upgraded)
-READS = (1, 2, 3, 4, 5, 6)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set;
-# a version 1 to 5 result has no node census (ep.nodes_taken false: nothing is known of where its nodes ran)
+READS = (1, 2, 3, 4, 5, 6, 7)  # a version 1 to 4 result has no subtests and its env is what the harness meant to set;
+# a version 1 to 5 result has no node census (ep.nodes_taken false: nothing is known of where its nodes ran);
+# a version 1 to 6 result ran every test (selection null), and has no census of reads: no later run carries from it
 
 
 class ResultError(UserError):
@@ -97,6 +101,24 @@ class Provenance:
     def wheel_version(self) -> str | None:
         """The version the wheel reported in the test process, else the one its dist-info names."""
         return self.ort_imported_version or (self.ort["version"] if self.ort else None)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of its tests a mode run ran, and why not the rest: what keeps a run cut below the floor honest.
+
+    `full`: every test ran, and `why` says why (asked, or nothing to cut by). Otherwise `chosen_by` names the run
+    whose census chose ("<session> <run id>"), `carried` the tests whose outcomes came from `carried_from` (that
+    run's session and run id) instead of running here, and `left_out` those neither run nor carried (teeth: not
+    one of its tier's tests in any run the cell knows of). The carried outcomes are in the result's outcomes,
+    counts and verdict, as that run gave them; `why` says what decided."""
+
+    full: bool = True
+    why: str = ""
+    chosen_by: str | None = field(default=None, metadata=stored(omit_default=True))
+    carried_from: str | None = field(default=None, metadata=stored(omit_default=True))
+    carried: list[str] = field(default_factory=list, metadata=stored(omit_default=True))
+    left_out: list[str] = field(default_factory=list, metadata=stored(omit_default=True))
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,9 @@ class Result:
     # scheduler's last duration and peak skip it, since a rerun of a few tests says nothing of a whole run
     rerun_of: str | None = None
     ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (judge/eps.py)
+    selection: Selection | None = None  # what ran and what was carried (drive/carry.py); None: before version 7
+    reads: ReadCensus = dataclasses.field(default_factory=ReadCensus)  # its own tests' reads of the watched variables
+    tests_digest: str | None = None  # of the test code it ran (execute/testfiles.py): a census holds only for it
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -245,6 +270,7 @@ def build(run: ModeRun, outcome: RunOutcome, verdict: Verdict, run_id: str, sour
         tier_breaks=[b.record(mode) for b in verdict.tier_breaks],
         known_flaky=verdict.known_flaky,
         ep=verdict.ep,
+        reads=verdict.reads,
     )
 
 
