@@ -59,6 +59,8 @@ def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlie
                 session.error(str(resolved))  # raises
                 return
             wanted, posargs = slots_option(list(session.posargs))
+            full = "--full" in posargs  # every mode runs every test (drive/carry.py); pytest has no --full
+            posargs = [a for a in posargs if a != "--full"]
             voice = Voice(log=session.log, echo=print, say=print, warn=session.warn)
             missing: str | None = None
             try:
@@ -66,8 +68,8 @@ def _bodies(matrix: Matrix, cell: Cell, resolved: Resolved | MatrixError, earlie
                 if wanted is not None and overlap is None:
                     raise RoomError(f"--slots-per-gpu goes with a cell session (nox -s {cell.name}): "
                                     "a mode session runs one mode")
-                written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, voice), modes,
-                                   overlap)
+                written = run_cell(CellRuns(cell, resolved, matrix.workspace, tuple(posargs), earlier, voice,
+                                            full=full), modes, overlap)
             except RunsMissing as exc:  # the runs that stored a result are still shown
                 written, missing = exc.written, str(exc)
             if print_table:

@@ -52,6 +52,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        help="with --gpus: N mode runs per GPU at once, and as many of a cell's confirmation reruns "
                             "(default auto: decided from the GPU's free memory, each run's last peak and the cores; "
                             "1 keeps one run per GPU)")
+        p.add_argument("--full", action="store_true",
+                       help="every mode runs every test: require_cudnn carries no outcome from normal (default: it "
+                            "runs only the tests that may change under it, and says which it carried)")
         p.add_argument("--verbose", action="store_true",
                        help="stream pytest's output and every harness line (default: one line per mode run)")
         p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # started by a --gpus parent
@@ -93,7 +96,7 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
     opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
                    args.accept_regressions, args.confirm)
     cmd = SweepArgs(tuple(args.select), args.rerun_failures, args.slots_per_gpu, args.gpus, tuple(args.census),
-                  tuple(args.census_file), tuple(pytest_args))
+                  tuple(args.census_file), tuple(pytest_args), args.full)
     # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
     display = None if args.verbose or args.child else live.for_here(color.enabled())
     voice = Voice(log=session.log if display is None else display.line, echo=print, say=print, warn=session.warn)

@@ -101,7 +101,7 @@ def test_a_flake_alone_is_unconfirmed_and_the_gate_stays_green(tmp_path, venvs, 
                                    "runs": ["failed", "passed"]}]
     # the mode's verdict and counts follow the reruns; the first run's own verdict stays in the result
     r = box.result()
-    assert r["schema_version"] == 6 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
+    assert r["schema_version"] == 7 and r["verdict"] == "pass" and r["outcomes"][FLAKE] == "passed"
     rec = r["confirmation"]
     assert rec["first_verdict"] == "fail" and rec["first_counts"]["failed"] == 3 and r["counts"]["failed"] == 2
     assert any("unexpected failure" in x for x in rec["first_reasons"])

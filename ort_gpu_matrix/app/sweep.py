@@ -75,6 +75,7 @@ class Invocation:
     census_files: Mapping[str, Path] = field(default_factory=dict)
     room: Room | None = None
     display: Display | None = None
+    full: bool = False  # --full: every mode runs every test
 
     def pytest_for(self, job: scheduler.Job) -> Sequence[str]:
         return self.room.pytest_args(own_workers(job, self.posargs)) if self.room else []
@@ -105,6 +106,7 @@ class SweepArgs:
     census: tuple[str, ...] = ()  # SESSION=RUN_ID, given by a --gpus parent to its child
     census_file: tuple[str, ...] = ()  # SESSION=PATH, for a teeth started early
     pytest_args: tuple[str, ...] = ()
+    full: bool = False  # every mode runs every test (carry.py carries nothing)
 
 
 def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation) -> SweepOutcome:
@@ -124,11 +126,11 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation)
                           list(posargs))
         gpu_slots = (gpu_slots if wanted is None else distinct) * room.slots
     child_args = (*(["--rerun-failures", str(cmd.rerun_failures)] if cmd.rerun_failures else []),
-                  *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
+                  *(["--full"] if cmd.full else []), *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
     earlier = censuses(matrix.workspace.results_dir, list(cmd.census), how.voice)
     how = dataclasses.replace(how, posargs=posargs, explicit=bool(cmd.select), slots=tuple(gpu_slots),
                               child_args=child_args, earlier=earlier, census_files=handed_over(list(cmd.census_file)),
-                              room=room)
+                              room=room, full=cmd.full)
     return run(matrix, chosen, opts, how)
 
 
@@ -250,7 +252,7 @@ def _serial(ws: Workspace, plan: Plan, how: Invocation, earlier: dict[str, Resul
                 log(f"sweep: {cell.name} ({', '.join(modes)})")
             try:
                 results += run_cell(CellRuns(cell, resolved, ws, how.posargs, earlier, heard,
-                                             census_files=how.census_files), modes)
+                                             census_files=how.census_files, full=how.full), modes)
             except CELL_ERRORS as exc:
                 errors[cell.name] = ("; ".join(f"{p.key}: {p.problem}" for p in exc.problems)
                                      if isinstance(exc, MatrixError) else str(exc).splitlines()[0])

@@ -20,6 +20,7 @@ from ..drive import scheduler
 from ..drive.cell import CELL_ERRORS, run_cell
 from ..drive.context import CellRuns
 from ..host.host import Resolved, check
+from ..judge.counts import TestResult
 from ..judge.verdicts import tests_of
 from ..plan.cells import Cell
 from ..report import progress
@@ -66,7 +67,23 @@ def seen_of(cell: Cell, result: Result, search: Sequence[Path], voice: Voice) ->
     if report is None:
         voice.say(f"not calibrated: {result.session}: the run left no probe report (see its log)")
         return None
-    return CalibrationRun(cell, result, tests_of(report))  # type: ignore[arg-type]
+    return CalibrationRun(cell, result, tests_of(report) + carried_tests(result, search))  # type: ignore[arg-type]
+
+
+def carried_tests(result: Result, search: Sequence[Path]) -> list[TestResult]:
+    """The tests a run carried from another (drive/carry.py), as that run's probe report has them: a carried outcome
+    calibrates as the run it came from."""
+    sel = result.selection
+    if sel is None or not sel.carried or sel.carried_from is None:
+        return []
+    session, _, run_id = sel.carried_from.partition(" ")
+    source = dataclasses.replace(result, session=session, run_id=run_id, report=None)
+    report = report_of(source, [*search, Path(result.bundle).parent.parent] if result.bundle else search)
+    if report is None:
+        raise CalibrateError(f"{result.session}: the run it carried outcomes from ({sel.carried_from}) left no probe "
+                             "report: copy the results dir whole, runs/ included")
+    wanted = set(sel.carried)
+    return tests_of({"tests": {n: e for n, e in report["tests"].items() if n in wanted}})  # type: ignore[arg-type]
 
 
 def as_run(workspace: Workspace, cell: Cell, voice: Voice) -> Cell:
@@ -108,7 +125,8 @@ def run(workspace: Workspace, chosen: Sequence[Cell], explicit: bool, rounds: in
                 if watch is None:
                     voice.log(f"calibrate: {cell.name} ({', '.join(cell.modes)}), run {n + 1} of {rounds}")
                 try:
-                    results = run_cell(CellRuns(cell, resolved, workspace, (), {}, heard), cell.modes)
+                    # every test in every mode: a carried outcome is normal's, and would hide a require_cudnn flake
+                    results = run_cell(CellRuns(cell, resolved, workspace, (), {}, heard, full=True), cell.modes)
                 except CELL_ERRORS as exc:
                     raise CalibrateError(f"{cell.name} did not run: {str(exc).splitlines()[0]}") from None
                 seen += [dataclasses.replace(s, round=n) for s in (seen_of(cell, r, [], voice) for r in results)

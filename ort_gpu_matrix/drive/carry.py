@@ -36,8 +36,9 @@ from ..store.results import Result, ResultError, Selection
 from ..util.escape import term
 from .census import handed_run
 from .context import CellRuns
+from .history import newest
 
-CARRY_LISTED = 5  # carried tests a log line names before "and N more"
+LOOKED_AT = 5  # stored runs of normal looked through for one whose census may choose
 
 
 def ref(result: Result) -> str:
@@ -89,6 +90,7 @@ class Carry:
     carry: list[str] = field(default_factory=list)
     why: str = ""  # what decided, said in the result
     file: Path | None = None  # where a parent hands over the source run, still running as this starts
+    interrupt: KeyboardInterrupt | None = None  # came while it waited for the source: raised once stored
 
     @classmethod
     def open(cls, cr: CellRuns, run: ModeRun) -> Carry:
@@ -106,19 +108,21 @@ class Carry:
         if here is None and mine.file is None:
             mine.why = f"every test ran: no {source.value} run of this cell in this nox process to carry outcomes from"
             return mine
-        mine._choose(here if here is not None else _stored(cr, mine.source_session))
+        found, why = (here, None) if here is not None else _stored(cr, mine.source_session, run.venv.fingerprint,
+                                                                   mine.tests_digest)
+        mine._choose(found, why)
         return mine
 
-    def _choose(self, found: Result | None) -> None:
-        problem = usable(found, self.run.venv.fingerprint, self.tests_digest)
+    def _choose(self, found: Result | None, why: str | None) -> None:
+        problem = why or usable(found, self.run.venv.fingerprint, self.tests_digest)
         if problem is not None or found is None:
             self.why = f"every test ran: no census to choose by ({problem})"
             return
-        runs = changing(found.reads, found.outcomes, self.names)
-        everything = runs.get("") if "" in runs else next((w for w in runs.values() if "for every test" in w), None)
+        everything = found.reads.wide("", self.names)
         if everything is not None:
             self.why = f"every test ran: in {ref(found)} {everything}"
             return
+        runs = changing(found.reads, found.outcomes, self.names)
         self.chooser = found
         self.carry = sorted(n for n in found.outcomes if " " not in n and n not in runs)
         self.why = (f"{len(runs)} test(s) ran that may change under {', '.join(self.names)} (chosen by the census "
@@ -158,7 +162,10 @@ class Carry:
         here = self.cr.earlier.get(self.source_session)
         if here is None and self.file is not None:
             self.cr.voice.log(f"{self.run.session}: waiting for {self.source_session} to carry outcomes from")
-            here, why = handed_run(self.file, self.cr.workspace.results_dir, Mode.NORMAL)
+            try:
+                here, why = handed_run(self.file, self.cr.workspace.results_dir, Mode.NORMAL)
+            except KeyboardInterrupt as exc:  # stored first, as any interrupted run is; then it goes on (cell.py)
+                self.interrupt, here, why = exc, None, "the run was interrupted while it waited for it"
             if here is None:
                 return None, why
         problem = usable(here, self.run.venv.fingerprint, self.tests_digest)
@@ -174,9 +181,20 @@ class Carry:
         return {n: report["tests"][n] for n in self.carry if n not in bad}, bad
 
 
-def _stored(cr: CellRuns, session: str) -> Result | None:
-    """The session's current stored result (the last run of it), if it reads."""
-    try:
-        return results.load(results.current_path(cr.workspace.results_dir, session))
-    except ResultError:
-        return None
+def _stored(cr: CellRuns, session: str, fingerprint: dict[str, object],
+            tests_digest: str) -> tuple[Result | None, str | None]:
+    """The newest stored run of `session` whose census may choose for this one (from its bundles, since a run of
+    it starting now has already retired its current file); else None and why the newest of them may not."""
+    first: str | None = None
+    for bundle in newest(cr.workspace.results_dir, session, LOOKED_AT) or []:
+        try:
+            found = results.load(bundle / "result.json")
+        except ResultError:
+            continue
+        if found.rerun_of is not None:
+            continue
+        problem = usable(found, fingerprint, tests_digest)
+        if problem is None:
+            return found, None
+        first = first or problem
+    return None, first or "no normal run stored"

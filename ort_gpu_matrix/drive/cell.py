@@ -93,6 +93,7 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
     if outcome.interrupt is not None or outcome.stopped:  # nothing to wait for: no outcome of it is carried
         return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
     entries, reasons, selection = carry.settle()
+    outcome.interrupt = outcome.interrupt or carry.interrupt  # stored first, then it stops nox (run_one)
     verdict = scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries))
     return outcome, with_reasons(verdict, reasons), selection
 

@@ -59,9 +59,10 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, voice: Voice)
     run in: a cell on two slots would run its normal only after require_cudnn, which is slower than serial."""
     can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
-    if not early:
+    carrying = [j for j in jobs if j.after is not None and j.early_s is not None and j not in early]
+    if not early and not carrying:
         return None
-    handoff = Handoff(voice)
+    handoff = Handoff(voice)  # also hands each require_cudnn the normal run it carries outcomes from (carry.py)
     for job in early:
         job.early_s = 0.0
         assert job.after is not None

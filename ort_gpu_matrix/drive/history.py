@@ -13,7 +13,7 @@ from pathlib import Path
 from ..store.results import current_path
 
 
-def _newest(results_dir: Path, session: str, looked_at: int) -> list[Path] | None:
+def newest(results_dir: Path, session: str, looked_at: int) -> list[Path] | None:
     """The session's newest `looked_at` run bundles, newest first; None if it has none to list."""
     try:
         return sorted((p for p in (results_dir / "runs" / session).iterdir() if not p.name.startswith(".")),
@@ -33,7 +33,7 @@ def last_duration(results_dir: Path, session: str, looked_at: int = 5) -> float 
 def last_whole(results_dir: Path, session: str, looked_at: int = 5) -> tuple[float, float | None] | None:
     """(its cost, its tail) from the newest run that ran to its end (see last_duration). The tail: the seconds
     from its first test to its end, what a teeth started early still runs once its census comes (None: no marks)."""
-    bundles = _newest(results_dir, session, looked_at)
+    bundles = newest(results_dir, session, looked_at)
     if bundles is None:
         return None
     for bundle in bundles:
@@ -69,7 +69,7 @@ def _cost(bundle: Path, duration: float) -> tuple[float, float | None]:
 
 def last_peak_mib(results_dir: Path, session: str, looked_at: int = 5) -> int | None:
     """The peak GPU memory (MiB) of the session's newest stored run that recorded one (gpumem.py)."""
-    bundles = _newest(results_dir, session, looked_at)
+    bundles = newest(results_dir, session, looked_at)
     if bundles is None:
         return None
     for bundle in bundles:

@@ -85,7 +85,8 @@ def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
     stopped = run_batch(jobs, [gpu] * room.slots,
-                        scheduler.ChildCommand(noxfile, ["--", *posargs] if posargs else [],
+                        scheduler.ChildCommand(noxfile, [*(["--full"] if cr.full else []),
+                                                         *(["--", *posargs] if posargs else [])],
                                           pytest_for=lambda job: room.pytest_args(own)),
                         scheduler.Hooks(cr.voice), results_dir, cell.name)
     written: list[Result] = []

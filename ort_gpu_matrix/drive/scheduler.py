@@ -62,7 +62,9 @@ class Job:
     mode: str
     log: Path
     predicted_s: float | None = None  # its last run's cost (last_duration); None: no data (planned as the longest)
-    after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
+    # must have ended before this one starts (teeth reads its require_cudnn's census), unless `early_s`: a
+    # require_cudnn starts as soon as its normal has, and is handed normal's result to carry outcomes from
+    after: Job | None = None
     early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
     tail_s: float | None = None  # of its last run, the part from its first test to its end: what a start paid early leaves
     before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
@@ -104,8 +106,10 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
             cost, tail = last_whole(results_dir, session) or (None, None)
             job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
                       before_run=current_run(results_dir, session), tail_s=tail)
-            source = spec(mode).coverage_from
+            source = spec(mode).coverage_from or spec(mode).carries_from
             job.after = mine.get(source.value) if source is not None else None
+            if spec(mode).carries_from is not None and job.after is not None:
+                job.early_s = 0.0  # with its normal: it runs what it can change at once, and waits only to carry
             mine[mode] = job
             jobs.append(job)
     return jobs

@@ -50,13 +50,22 @@ class ReadCensus:
         read = [n for n in self.tests.get(nodeid, []) if n in wanted]
         if read:
             return f"it read {_what(read)}"
-        for scope, seen in sorted(self.scopes.items()):
-            hit = [n for n in seen if n in wanted]
-            if hit and covers(scope, nodeid):
-                site = self.where.get(scope, [])
-                at = f" at {site[seen.index(hit[0])]}" if len(site) == len(seen) else ""
-                return f"{_what(hit)} was read{at}, " + (f"for every test of {scope}" if scope else "for every test")
+        for scope in sorted(self.scopes):
+            why = self.wide(scope, names) if covers(scope, nodeid) else None
+            if why is not None:
+                return why
         return None
+
+    def wide(self, scope: str, names: Sequence[str]) -> str | None:
+        """Why every test of `scope` ("": every test) may change where `names` are set, or None: nothing of them
+        was read there."""
+        seen = self.scopes.get(scope, [])
+        hit = [n for n in seen if n in {*names, EVERYTHING}]
+        if not hit:
+            return None
+        site = self.where.get(scope, [])
+        at = f" at {site[seen.index(hit[0])]}" if len(site) == len(seen) else ""
+        return f"{_what(hit)} was read{at}, " + (f"for every test of {scope}" if scope else "for every test")
 
 
 def covers(scope: str, nodeid: str) -> bool:

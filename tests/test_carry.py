@@ -1,0 +1,131 @@
+"""require_cudnn runs only the tests it can change and carries the rest from normal, through the real nox.
+
+The fixture suite (tests/fixtures/suites/carry) reads ORT_TEST_REQUIRE_CUDNN_SDPA in every way the census must
+see (by name, in a child process, through a copy of the environment, at import) and fails where it is set: each
+must run, and fail, in require_cudnn. The plain tests are carried from normal; the one that skips runs again.
+"""
+import json
+
+import pytest
+from helpers import CELL, SUITES
+from test_one_gpu import fake_gpu
+
+CARRY = SUITES / "carry"
+FILES = ["test_readers.py", "test_at_import.py"]
+READERS = {f"test_readers.py::{n}" for n in ("test_by_get", "test_by_item", "test_by_getenv", "test_in_a_subprocess",
+                                             "test_through_a_copy")} | {"test_at_import.py::test_import_reader"}
+CARRIED = {*(f"test_readers.py::test_plain[{n}]" for n in (1, 2, 3)), "test_readers.py::test_other_variable",
+           "test_readers.py::test_reads_where_marked"}
+RAN = READERS | {"test_at_import.py::test_same_module", "test_readers.py::test_skips"}
+EXPECT = """
+[suite.s.expect.normal]
+min_passed = 10
+allowed_skips = ["no such device here"]
+
+[suite.s.expect.require_cudnn]
+allowed_skips = ["no such device here"]
+"""
+
+
+def write(harness, suite_extra="", root=CARRY):
+    return harness.write(FILES, root=root, modes=("normal", "require_cudnn"), expect=EXPECT, pythonpath=(".",),
+                         suite_extra=suite_extra)
+
+
+def failed(result):
+    return {n for n, o in result["outcomes"].items() if o == "failed"}
+
+
+def test_require_cudnn_runs_what_can_change_and_carries_the_rest_from_this_normal_run(harness):
+    write(harness)
+    run = harness.nox("-s", CELL)
+    normal, req = run.result("normal"), run.result("require_cudnn")
+    assert normal["verdict"] == "pass", normal["reasons"]
+    sel = req["selection"]
+    assert not sel["full"] and set(sel["carried"]) == CARRIED, sel
+    assert sel["carried_from"] == sel["chosen_by"] == f"{CELL}-normal {normal['run_id']}"
+    # every reader ran, and failed on the canary; the skipping test ran again; nothing else ran
+    assert failed(req) == READERS, req["outcomes"]
+    assert req["verdict"] == "fail" and f"{len(READERS)} unexpected failure(s)" in " ".join(req["reasons"])
+    ran = set(req["outcomes"]) - set(sel["carried"])
+    assert ran == RAN
+    # the carried outcomes are normal's, counted with the run's own
+    assert all(req["outcomes"][n] == normal["outcomes"][n] == "passed" for n in CARRIED)
+    assert req["counts"]["collected"] == normal["counts"]["collected"] == len(RAN | CARRIED)
+    assert req["tests_digest"] == normal["tests_digest"] and len(req["tests_digest"]) == 64
+    assert f"{len(RAN)} test(s) ran that may change under ORT_TEST_REQUIRE_CUDNN_SDPA" in run.output
+    junit = (harness.results / "runs" / f"{CELL}-require_cudnn" / req["run_id"] / "junit.xml").read_text()
+    assert "test_plain" not in junit and "test_by_get" in junit  # pytest itself ran only what was left
+
+
+@pytest.mark.parametrize("how", ["flag", "suite"])
+def test_full_runs_every_test_and_says_why(harness, how):
+    write(harness, suite_extra="full = true\n" if how == "suite" else "")
+    run = harness.nox("-s", CELL, *(["--", "--full"] if how == "flag" else []))
+    req = run.result("require_cudnn")
+    assert req["selection"]["full"] and "carried" not in req["selection"]
+    assert req["selection"]["why"] == ("every test ran: --full" if how == "flag"
+                                        else "every test ran: suite s sets full = true")
+    assert failed(req) == READERS and len(req["outcomes"]) == len(RAN | CARRIED)
+
+
+def test_require_cudnn_alone_has_no_normal_to_carry_from_and_runs_everything(harness):
+    write(harness)
+    assert harness.nox("-s", CELL).proc.returncode != 0  # a normal of this venv now lies in the results dir
+    req = harness.nox("-s", f"{CELL}-require_cudnn").result("require_cudnn")
+    assert req["selection"]["full"] and "no normal run of this cell in this nox process" in req["selection"]["why"]
+    assert len(req["outcomes"]) == len(RAN | CARRIED)
+
+
+def test_overlapped_modes_choose_by_the_stored_census_and_check_it_against_this_normal(harness, tmp_path):
+    """On one GPU the modes run at once as children: require_cudnn cannot wait for this normal to choose, so it
+    chooses by the last stored normal of the same venv and test files, and carries from this one once its parent
+    hands it over, checked against this one's own census. A test that reads the canary now, and did not then, is
+    named and fails the mode; a changed test file means no census and the whole mode."""
+    env = {**fake_gpu(tmp_path), "CARRY_MARKER_FILE": str(tmp_path / "marker")}
+    write(harness)
+    first = harness.nox("-s", CELL, env=env)
+    assert "overlapping" in first.output, first.output[-2000:]
+    sel, first_normal = first.result("require_cudnn")["selection"], first.result("normal")["run_id"]
+    assert sel["full"] and "no census to choose by (no normal run stored)" in sel["why"]
+
+    second = harness.nox("-s", CELL, env=env)
+    normal, req = second.result("normal"), second.result("require_cudnn")
+    assert req["selection"].get("chosen_by") == f"{CELL}-normal {first_normal}", (req["selection"], second.output[-4000:])
+    assert req["selection"]["carried_from"] == f"{CELL}-normal {normal['run_id']}"
+    assert set(req["selection"]["carried"]) == CARRIED and failed(req) == READERS
+    child_log = (harness.results / "sweep-logs" / f"{CELL}-require_cudnn.log").read_text()
+    assert f"{CELL}-require_cudnn: waiting for {CELL}-normal to carry outcomes from" in child_log
+
+    (tmp_path / "marker").write_text("")  # from now on test_reads_where_marked reads the canary
+    third = harness.nox("-s", CELL, env=env).result("require_cudnn")
+    marked = "test_readers.py::test_reads_where_marked"
+    assert marked not in third["selection"]["carried"] and marked not in third["outcomes"]
+    reason = next(r for r in third["reasons"] if "cannot be carried" in r)
+    assert f"{marked}: it read ORT_TEST_REQUIRE_CUDNN_SDPA" in reason and "the next run chooses" in reason
+
+    fourth = harness.nox("-s", CELL, env=env).result("require_cudnn")  # chosen by the third's normal: it runs
+    assert marked not in fourth["selection"].get("carried", [marked]) and fourth["outcomes"][marked] == "failed", fourth["selection"]
+
+    copy = tmp_path / "suite"
+    copy.mkdir()
+    for name in FILES:
+        (copy / name).write_text((CARRY / name).read_text())
+    write(harness, root=copy)  # the same tests, elsewhere: the venv is the same, the files are not the census's
+    (copy / "test_at_import.py").write_text((CARRY / "test_at_import.py").read_text() + "\n# edited\n")
+    fifth = harness.nox("-s", CELL, env=env).result("require_cudnn")
+    assert fifth["selection"]["full"] and "ran other test files" in fifth["selection"]["why"]
+
+
+def test_a_stored_result_of_an_older_schema_reads_as_one_that_ran_everything(harness):
+    write(harness)
+    harness.nox("-s", CELL)
+    path = harness.results / f"{CELL}-require_cudnn.json"
+    data = json.loads(path.read_text())
+    for key in ("selection", "reads", "tests_digest"):
+        data.pop(key, None)
+    data["schema_version"] = 6
+    path.write_text(json.dumps(data))
+    from ort_gpu_matrix.store.results import load
+    old = load(path)
+    assert old.selection is None and not old.reads.taken and old.tests_digest is None
