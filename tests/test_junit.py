@@ -236,3 +236,41 @@ def test_a_reason_names_a_test_itself_never_a_longer_id():
     assert [t for t in ("t.py::a", "t.py::b", "t.py::b [x] (i=1)", "t.py::c", "t.py::c[1]", "t.py::d", "t.py::d::e",
                         "py::a", "t.py::f") if names(reason, t)] == ["t.py::a", "t.py::b [x] (i=1)", "t.py::c[1]",
                                                                     "t.py::d::e"]
+
+
+def test_what_did_not_run_fails_as_the_gate_does_in_process():
+    """The gate's lines beyond the modes that ran, each with a testcase: a cell that could not run (an error), one
+    this host cannot run (skipped), a baseline mode that did not run (a failure; skipped with --allow-missing), an
+    interrupted sweep, a sweep that ran nothing; and a test gone since the baseline, failing under its own name."""
+    from helpers import result
+    from junitparser import JUnitXml
+
+    from ort_gpu_matrix.compare.changes import Scope
+    from ort_gpu_matrix.report.model import Sweep, build
+    from ort_gpu_matrix.report.render import junitxml
+    from ort_gpu_matrix.store.baseline import Baseline
+
+    def read(report) -> dict[tuple[str, str], tuple[str, str]]:
+        xml = JUnitXml.fromstring(junitxml.render(report, {}).encode())
+        return {(s.name, c.name): (type(c.result[0]).__name__.lower() if c.result else "passed",
+                                   c.result[0].message if c.result else "") for s in xml for c in s}
+
+    before = Baseline.of([result(outcomes={"t::a": "passed", "t::b": "passed"}),
+                          result(outcomes={"t::a": "passed"}, name="c4")], "b")
+    now = result(outcomes={"t::a": "passed"})
+    scope = Scope(frozenset({"c1", "c2", "c3", "c4"}), frozenset({("c1", "normal"), ("c4", "normal")}),
+                  {"c4": "no result file among the inputs"})
+    for allow in (False, True):
+        report = build([now], before, "b", Sweep(skipped={"c3": "no GPU here"}, scope=scope, allow_missing=allow,
+                                                 errors={"c2": "its venv did not build"}, interrupted="SIGINT"))
+        cases = read(report)
+        assert cases[("c1-normal", "t::b")] == ("failure", "regression against baseline b: test: passed -> gone")
+        assert ("c1-normal", "(verdict)") not in cases  # its count drop is the sum of its tests' changes
+        assert cases[("c2", "(run)")] == ("error", "could not run: its venv did not build")
+        assert cases[("c3", "(run)")] == ("skipped", "not run: this host cannot run it: no GPU here")
+        assert cases[("c4-normal", "(run)")] == (
+            ("skipped", "in baseline b (pass), did not run: no result file among the inputs (allowed by --allow-missing)")
+            if allow else ("failure", "in baseline b (pass), did not run: no result file among the inputs"))
+        assert cases[("(sweep)", "(interrupted)")][0] == "error"
+    assert read(build([]))[("(sweep)", "(nothing ran)")] == ("failure", "nothing ran")
+    assert not [c for c, (k, _) in read(build([now])).items() if k != "passed"]  # green: nothing fails
