@@ -2,9 +2,10 @@
 
     nox -s sweep -- [--select SESSION_OR_TAG ...] [--baseline NAME_OR_FILE] [--gate all|regressions]
                     [--allow-missing] [--save-baseline NAME [--replace] [--accept-regressions]]
-                    [--rerun-failures N] [--confirm N] [--out DIR] [--gpus 0,1|all [--slots-per-gpu N]] [--verbose]
-                    [-- PYTEST_ARGS ...]
+                    [--rerun-failures N] [--confirm N] [--out DIR] [--junit-xml PATH]
+                    [--gpus 0,1|all [--slots-per-gpu N]] [--verbose] [-- PYTEST_ARGS ...]
     nox -s report -- [PATHS ...] [--baseline NAME_OR_FILE] [--gate all|regressions] [--allow-missing] [--out DIR]
+                     [--junit-xml PATH]
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"nox -s {prog} --", exit_on_error=False)
     p.add_argument("--baseline", help="compare with baselines/NAME.json (or a .json file)")
     p.add_argument("--out", type=Path, help="where report.md and report.html go (default: the results dir)")
+    p.add_argument("--junit-xml", type=Path, metavar="PATH",
+                   help="also write the sweep as one JUnit XML file, for CI's test tabs (relative to where nox ran)")
     p.add_argument("--gate", choices=GATES, default="all",
                    help="all: every mode passes (default); regressions: nothing got worse than the baseline")
     p.add_argument("--allow-missing", action="store_true",
@@ -86,6 +89,11 @@ def _args(session: Any, prog: str) -> tuple[argparse.Namespace, list[str]]:
     return args, extra
 
 
+def _users(session: Any, path: Path | None) -> Path | None:
+    """A path the user typed, from where nox was run (nox runs a session from the noxfile's dir)."""
+    return None if path is None else Path(session.invoked_from) / path
+
+
 def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> None:
     from ort_gpu_matrix.app.outcome import Options
     from ort_gpu_matrix.app.sweep import Invocation, SweepArgs, from_command
@@ -94,7 +102,7 @@ def _sweep(session: Any, matrix_file: Path, overrides: Any, noxfile: Path) -> No
 
     args, pytest_args = _args(session, "sweep")
     opts = Options(args.baseline, args.save_baseline, args.out, args.gate, args.allow_missing, args.replace,
-                   args.accept_regressions, args.confirm)
+                   args.accept_regressions, args.confirm, junit_xml=_users(session, args.junit_xml))
     cmd = SweepArgs(tuple(args.select), args.rerun_failures, args.slots_per_gpu, args.gpus, tuple(args.census),
                   tuple(args.census_file), tuple(pytest_args), args.full)
     # a child's output is its log: it streams everything; the parent (or a serial sweep) is watched
@@ -136,7 +144,8 @@ def _report(session: Any, matrix_file: Path, overrides: Any) -> None:
         return
     roots = [p if p.is_dir() else p.parent for p in paths]  # the report links only to files under these
     outcome = report_only(matrix, results, Options(args.baseline, out=args.out, gate=args.gate,
-                                                   allow_missing=args.allow_missing), roots, voice)
+                                                   allow_missing=args.allow_missing,
+                                                   junit_xml=_users(session, args.junit_xml)), roots, voice)
     print(terminal.render(outcome.report))
     print(f"written: {', '.join(str(p) for p in outcome.files.values())}")
     for warning in outcome.warnings:

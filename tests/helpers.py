@@ -241,3 +241,23 @@ def _task_ending(task: Path) -> bool:
         return False  # this thread ended; the process's state says the rest
     pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
     return bool(flags & PF_EXITING or pending & SIGKILL_BIT)
+
+
+# ---------------------------------------------------------------- JUnit files, read by a consumer that is not ours
+
+def junit_cases(path: Path) -> dict[tuple[str, str], tuple[str, str, dict[str, list[str]]]]:
+    """A --junit-xml file as junitparser (a JUnit consumer, not the project's code) reads it: (testsuite, testcase
+    name) -> (passed | failure | error | skipped, the message, the testcase's properties by name)."""
+    from junitparser import JUnitXml, Properties
+
+    out = {}
+    for suite in JUnitXml.fromfile(str(path)):
+        for case in suite:
+            found = case.result[0] if case.result else None
+            held = case.child(Properties)
+            props: dict[str, list[str]] = {}
+            for p in held or []:
+                props.setdefault(p.name, []).append(p.value)
+            kind = "passed" if found is None else type(found).__name__.lower()
+            out[(suite.name, case.name)] = (kind, (found.message or "") if found is not None else "", props)
+    return out

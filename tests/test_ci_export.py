@@ -125,3 +125,17 @@ def test_the_example_workflow_plans_runs_every_cell_and_reports():
                for s in report["steps"])
     assert any("nox -s report -- artifacts/ --baseline" in s.get("run", "") for s in report["steps"])
     assert wf[True]["workflow_dispatch"]["inputs"]["baseline"]["required"] is True  # YAML 1.1 reads `on` as True
+
+
+def test_the_example_workflow_publishes_the_junit_file_with_an_action_pinned_by_commit():
+    """The report job writes --junit-xml and a test-report action publishes that same file, even when the gate
+    failed the step before it; the action is pinned by a commit (a tag can be moved), and the job may write checks."""
+    report = yaml.safe_load((REPO / "examples" / "github-release-sweep.yml").read_text())["jobs"]["report"]
+    run = next(s["run"] for s in report["steps"] if "nox -s report" in s.get("run", ""))
+    written = re.search(r"--junit-xml (\S+)", run).group(1)
+    publish = [s for s in report["steps"] if "junit" in s.get("uses", "")]
+    assert len(publish) == 1, publish
+    action, ref = publish[0]["uses"].split("@")
+    assert action == "mikepenz/action-junit-report" and re.fullmatch(r"[0-9a-f]{40}", ref), publish[0]["uses"]
+    assert publish[0]["if"] == "always()" and publish[0]["with"]["report_paths"] == written == "report/junit.xml"
+    assert report["permissions"]["checks"] == "write"

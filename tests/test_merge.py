@@ -63,3 +63,20 @@ def test_two_runs_of_one_session_are_refused_unless_latest(two_hosts):
     assert proc.returncode == 0, out
     row = next(line for line in proc.stdout.splitlines() if line.startswith(CELL + " "))
     assert row.split()[1] == "runner-c"  # the newer run
+
+
+def test_the_merge_of_two_runners_is_one_junit_file_with_both_hosts(two_hosts):
+    """--junit-xml on `nox -s report` over two runners' artifacts: one file, a testsuite per cell and mode, each
+    naming the host its run was on, as junitparser (not our code) reads it."""
+    from junitparser import JUnitXml
+
+    h = two_hosts
+    target = h.tmp / "out" / "junit.xml"
+    proc = _report(h, str(h.tmp / "a"), str(h.tmp / "b"), "--out", str(h.tmp / "out"), "--junit-xml", str(target))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    xml = JUnitXml.fromfile(str(target))
+    hosts = {s.name: (s.hostname, [p.value for p in s.properties() if p.name == "host"]) for s in xml}
+    assert hosts == {f"{CELL}-normal": ("runner-a", ["runner-a"]), f"t-{PY}-y-normal": ("runner-b", ["runner-b"])}
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (4, 0, 0, 0)  # test_allpass.py's two tests, twice
+    assert {c.name for s in xml for c in s} == {"test_allpass.py::test_identity_runs",
+                                                "test_allpass.py::test_identity_runs_again"}

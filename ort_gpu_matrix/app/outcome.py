@@ -36,6 +36,7 @@ class Options:
     accept_regressions: bool = False  # --baseline X --save-baseline X may fold this sweep's regressions in
     confirm: int = CONFIRM_DEFAULT  # --confirm N: reruns of a mode's regressed tests before they count (drive/confirm.py)
     slots_per_gpu: int | None = None  # --slots-per-gpu N (None: auto): also how many of a cell's reruns share the GPU
+    junit_xml: Path | None = None  # --junit-xml PATH: the sweep as one JUnit file (report/render/junitxml.py)
 
 
 @dataclass

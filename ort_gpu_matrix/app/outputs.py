@@ -1,5 +1,8 @@
 """What a sweep leaves behind: sweep.json, report.md and report.html, the baseline asked for, the step summary.
 
+A JUnit file (--junit-xml) is written from the same report, with the rule of each expectation from the matrix;
+its path is checked before anything runs, and it is written whole (a temp file beside it, renamed) or not at all.
+
 A baseline is never shrunk, never overwritten silently and never fed the sweep's own regressions;
 an optional output (the step summary) that fails is a warning, never a lost run. What another session
 reads back from sweep.json (`nox -s bisect`: the confirmed changes) is a typed record, read through the
@@ -15,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compare.changes import Change, Comparison
-from ..report.render import html, markdown
+from ..config.model import Matrix
+from ..plan.cells import cells_of
+from ..report.render import html, junitxml, markdown
 from ..store.baseline import Baseline
 from ..store.results import Result, current_path
 from ..util import codec
-from ..util.fs import write_atomic
+from ..util.fs import unwritable, write_atomic
 from ..util.voice import Voice
 from .outcome import SWEEP_VERSION, Options, Plan, SweepOutcome
 
@@ -117,3 +122,28 @@ def write(results_dir: Path, outcome: SweepOutcome, started: str, out_dir: Path 
     write_atomic(files["markdown"], markdown.render(outcome.report))
     write_atomic(files["html"], html.render(outcome.report, out, roots or [results_dir]))
     return files
+
+
+def junit_problem(path: Path) -> str | None:
+    """Why --junit-xml PATH cannot be written, or None; asked before a sweep runs or a report writes anything."""
+    if path.is_dir():
+        return f"{path} is a directory"
+    return unwritable(path.parent)
+
+
+def expectations(matrix: Matrix) -> junitxml.Expectations:
+    """Each cell's expectations per mode, as the matrix has them: the JUnit file names the rule that accepted a test."""
+    return {c.name: c.suite.expect for c in cells_of(matrix)}
+
+
+def junit(path: Path, outcome: SweepOutcome, rules: junitxml.Expectations, voice: Voice) -> None:
+    """--junit-xml: the report as one JUnit file, replaced whole; a write that fails is a warning, never a lost run
+    (the path was checked before the sweep ran, so only a full disk or a lost mount gets here)."""
+    try:
+        write_atomic(path, junitxml.render(outcome.report, rules))
+    except OSError as exc:
+        warning = f"--junit-xml {path} could not be written ({exc.strerror or exc}); the report and sweep.json were"
+        outcome.warnings.append(warning)
+        voice.log(f"warning: {warning}")
+        return
+    outcome.files["junit"] = path

@@ -44,7 +44,7 @@ from ..util.errors import MatrixError, anywhere
 from ..util.fs import unwritable, write_atomic
 from ..util.voice import Voice, unheard
 from .outcome import Options, Plan, SweepError, SweepOutcome
-from .outputs import save, summary, write
+from .outputs import expectations, junit, junit_problem, save, summary, write
 
 RERUN_PLUGIN = "pytest-rerunfailures"
 
@@ -152,6 +152,14 @@ def _outputs(matrix: Matrix, opts: Options, saving: bool) -> None:
         why = unwritable(path)
         if why:
             raise SweepError(f"{what} {path}: {why}; nothing was run. Fix: point it at a directory you can write")
+    _junit_path(opts, "nothing was run")
+
+
+def _junit_path(opts: Options, done: str) -> None:
+    why = junit_problem(opts.junit_xml) if opts.junit_xml is not None else None
+    if why:
+        raise SweepError(f"--junit-xml {opts.junit_xml}: {why}; {done}. Fix: name a file in a directory you can "
+                         "write, e.g. --junit-xml results/junit.xml")
 
 
 def _baselines(matrix: Matrix, opts: Options) -> tuple[Baseline | None, Path | None, Baseline | None, Path | None]:
@@ -232,6 +240,8 @@ def run(matrix: Matrix, chosen: list[tuple[Cell, tuple[str, ...]]], opts: Option
     if how.child:
         return outcome
     outcome.files = write(matrix.workspace.results_dir, outcome, started, opts.out)
+    if opts.junit_xml is not None:
+        junit(opts.junit_xml, outcome, expectations(matrix), how.voice)
     if plan.save_to is not None:
         save(plan, opts, results, outcome, how.voice)
     summary(outcome, how.voice)
@@ -326,6 +336,7 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
     why = unwritable(out)
     if why:
         raise SweepError(f"--out {out}: {why}. Fix: point it at a directory you can write")
+    _junit_path(opts, "nothing was written")
     # what the matrix holds, not what arrived: a baseline cell whose artifact never came is missing, not removed
     cells = cells_of(matrix)
     scope = Scope(frozenset(c.name for c in cells), frozenset((c.name, m) for c in cells for m in c.modes),
@@ -334,5 +345,7 @@ def report_only(matrix: Matrix, results: list[Result], opts: Options, roots: Seq
                                  allow_missing=opts.allow_missing)))
     outcome.files = write(matrix.workspace.results_dir, outcome, datetime.now(UTC).isoformat(timespec="seconds"), out,
                           name="report.json", roots=roots)
+    if opts.junit_xml is not None:
+        junit(opts.junit_xml, outcome, expectations(matrix), voice)
     summary(outcome, voice)
     return outcome

@@ -42,3 +42,12 @@ def md(text: object) -> str:
     out = re.sub(r":(?=//)", "&#58;", out)
     out = re.sub(r"(?i)(www)\.", r"\1&#46;", out)
     return out.replace("@", "&#64;")
+
+
+def xml(text: object, lines: bool = False) -> str:
+    """For XML (the JUnit file): what XML 1.0 cannot hold (NUL, ESC, a lone surrogate) and what hides or reorders
+    text, as term() writes it; `lines` keeps line breaks and tabs, for a failure's body. The writer (ElementTree)
+    escapes the markup (`<`, `&`, quotes): a character it would write raw and a parser refuses, it never sees."""
+    if not lines:
+        return term(text)
+    return "\n".join("\t".join(term(part) for part in line.split("\t")) for line in str(text).split("\n"))
