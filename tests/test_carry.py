@@ -129,3 +129,54 @@ def test_a_stored_result_of_an_older_schema_reads_as_one_that_ran_everything(har
     from ort_gpu_matrix.store.results import load
     old = load(path)
     assert old.selection is None and not old.reads.taken and old.tests_digest is None
+
+
+TIER = CARRY / "tier"
+BITES = {"test_tier.py::test_bites[a]", "test_tier.py::test_bites[b]"}
+PLAIN = {f"test_tier.py::test_plain[{n}]" for n in (1, 2, 3)} | {"test_tier.py::test_dispatches_where_marked"}
+
+
+def write_tier(harness):
+    return harness.write(["test_tier.py"], root=TIER, modes=("normal", "require_cudnn", "teeth"),
+                         pythonpath=(".", "../../canary", "../.."))
+
+
+def test_a_known_teeth_runs_the_tier_tests_of_the_runs_on_record_and_leaves_out_the_rest(harness):
+    write_tier(harness)
+    run = harness.nox("-s", CELL)
+    assert run.proc.returncode == 0, run.output[-3000:]
+    teeth = run.result("teeth")
+    assert set(teeth["outcomes"]) == BITES and set(teeth["selection"]["left_out"]) == PLAIN
+    cov = teeth["teeth_coverage"]
+    assert (cov["scope"], cov["checked"], cov["tier_tests"], cov["bitten"]) == ("known", True, 2, 2)
+    assert f"{CELL}-normal {run.result('normal')['run_id']}" in teeth["selection"]["chosen_by"]
+
+    full = harness.nox("-s", CELL, "--", "--full").result("teeth")
+    assert set(full["outcomes"]) == BITES | PLAIN and full["selection"] == {"full": True, "why": "every test ran: --full"}
+
+
+def test_overlapped_a_known_teeth_starts_at_once_and_names_a_tier_test_it_left_out(harness, tmp_path):
+    # normal runs the plain tests, slowly: its result is stored only after teeth has chosen what to leave out
+    env = {**fake_gpu(tmp_path), "TIER_MARKER_FILE": str(tmp_path / "marker"), "TIER_SLOW_S": "2",
+           "MATRIX_CORES": "6"}  # room for the three at once, as on a GPU host
+    write_tier(harness)
+    first = harness.nox("-s", CELL, env=env)
+    assert first.proc.returncode == 0, first.output[-3000:]
+    # nothing on record as it started, unless its normal (a second's work here) had stored already
+    second = harness.nox("-s", CELL, env=env)
+    assert second.proc.returncode == 0, second.output[-3000:]
+    teeth = second.result("teeth")
+    assert set(teeth["outcomes"]) == BITES and teeth["teeth_coverage"]["checked"]
+    log = (harness.results / "sweep-logs" / f"{CELL}-teeth.log").read_text()
+    assert f"{CELL}-teeth: waiting for {CELL}-require_cudnn's census to judge its coverage by" in log
+
+    (tmp_path / "marker").write_text("")  # now test_dispatches_where_marked dispatches cuDNN: no run on record saw it
+    third_run = harness.nox("-s", CELL, env=env)
+    third = third_run.result("teeth")
+    marked = "test_tier.py::test_dispatches_where_marked"
+    assert marked not in third["outcomes"] and third["verdict"] == "fail"
+    reason = next(r for r in third["reasons"] if "teeth did not run them" in r)
+    assert marked in reason and "run again, or with --full" in reason
+    fourth = harness.nox("-s", CELL, env=env).result("teeth")  # the third's runs are on record now: it runs, and bites
+    assert third["teeth_coverage"]["bitten"] == 2 and fourth["outcomes"][marked] == "failed"
+    assert fourth["verdict"] == "pass", fourth["reasons"]

@@ -108,9 +108,9 @@ def _problems(tmp_path, text):
 
 @pytest.mark.parametrize("edit, want", [
     (lambda b: b.replace("[suite.s]\n", '[suite.s]\nteeth_scope = "cudn"\n'),
-     ["suite.s.teeth_scope: 'cudn' is not a teeth scope (did you mean `cudnn`?)\n    fix: use one of: all, cudnn"]),
+     ["suite.s.teeth_scope: 'cudn' is not a teeth scope (did you mean `cudnn`?)\n    fix: use one of: known, all, cudnn"]),
     (lambda b: b.replace("[suite.s]\n", '[suite.s]\nteeth_scope = "zzzz"\n'),
-     ["suite.s.teeth_scope: 'zzzz' is not a teeth scope\n    fix: use one of: all, cudnn"]),
+     ["suite.s.teeth_scope: 'zzzz' is not a teeth scope\n    fix: use one of: known, all, cudnn"]),
     (lambda b: b.replace("[suite.s]\n", '[suite.s]\nisolation = "restor"\n'),
      ["suite.s.isolation: 'restor' is not an isolation (did you mean `restore`?)\n    fix: use one of: restore, report, off"]),
     (lambda b: b.replace("[suite.s]\n", '[suite.s]\nisolation = "qqqq"\n'),

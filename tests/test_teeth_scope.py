@@ -47,7 +47,7 @@ def test_a_scoped_teeth_runs_only_the_cudnn_tests_and_those_known_toothless_name
     assert str(SCOPE / "sub") in teeth["command"] and str(SCOPE / "test_scope.py") in teeth["command"]
     assert f"{CELL}-teeth: teeth_scope cudnn: 5 test(s) of 9 from {CELL}-require_cudnn run {rc['run_id']}" in run.output
 
-    write(harness, scope="all")  # the default: every test, and the result says so
+    write(harness, scope="all")  # every test, and the result says so
     unscoped = harness.nox("-s", CELL).result("teeth")
     assert unscoped["counts"]["collected"] == 9 and unscoped["teeth_coverage"]["scope"] == "all"
     assert "selected" not in unscoped["teeth_coverage"]
@@ -161,7 +161,7 @@ def test_an_unknown_teeth_scope_is_named_with_the_fix(harness):
     run = harness.nox("-l")
     assert run.proc.returncode == 2
     assert (f"{harness.matrix}: suite.s.teeth_scope: 'cudnnn' is not a teeth scope (did you mean `cudnn`?)\n"
-            "    fix: use one of: all, cudnn\n") in run.output
+            "    fix: use one of: known, all, cudnn\n") in run.output
 
 
 def test_a_teeth_scope_is_resolved_once_and_retires_the_last_result_only_once_its_census_came(harness, tmp_path,

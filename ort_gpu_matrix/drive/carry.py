@@ -129,7 +129,8 @@ class Carry:
                     f"of {ref(found)}); {len(self.carry)} carried")
 
     def announce(self) -> None:
-        self.cr.voice.log(f"{self.run.session}: {term(self.why)}")
+        if self.source_session is not None:
+            self.cr.voice.log(f"{self.run.session}: {term(self.why)}")
 
     def unsettled(self) -> Selection:
         """The record of a run stopped before its end: what it left out, carried from nothing."""

@@ -89,10 +89,15 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
     scope.announce()
     carry.announce()
     outcome = run_mode(run, scratch.workdir, [*cr.posargs, *scope.workers], cr.voice,
-                       Launch(keep=scope.keep, drop=carry.carry))
+                       Launch(keep=scope.keep, drop=[*carry.carry, *(scope.cut.drop or [])]))
     if outcome.interrupt is not None or outcome.stopped:  # nothing to wait for: no outcome of it is carried
         return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
+    scope.settle()  # a "known" teeth: judged against the require_cudnn its parent hands over once stored
     entries, reasons, selection = carry.settle()
+    if scope.known:
+        cut = scope.cut
+        selection = Selection(True, cut.why) if not cut.drop else Selection(False, cut.why, "; ".join(cut.runs),
+                                                                           left_out=list(cut.drop))
     outcome.interrupt = outcome.interrupt or carry.interrupt  # stored first, then it stops nox (run_one)
     verdict = scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries))
     return outcome, with_reasons(verdict, reasons), selection

@@ -47,9 +47,10 @@ def handed_over(args: Sequence[str]) -> dict[str, Path]:
 
 
 def later_of(files: Mapping[str, Path], cell: Cell, mode: str) -> Path | None:
-    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one."""
+    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one: read before its
+    tests run ("cudnn") or once they ran, to judge its coverage by ("known", teeth.py)."""
     source = spec(mode).coverage_from
-    if source is None or cell.suite.teeth_scope != "cudnn":
+    if source is None or cell.suite.teeth_scope not in ("cudnn", "known"):
         return None
     return files.get(cell.mode_session(source.value))
 

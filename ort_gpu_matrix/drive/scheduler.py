@@ -108,8 +108,10 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
                       before_run=current_run(results_dir, session), tail_s=tail)
             source = spec(mode).coverage_from or spec(mode).carries_from
             job.after = mine.get(source.value) if source is not None else None
-            if spec(mode).carries_from is not None and job.after is not None:
-                job.early_s = 0.0  # with its normal: it runs what it can change at once, and waits only to carry
+            if job.after is not None and (spec(mode).carries_from is not None or cell.suite.teeth_scope == "known"):
+                # with its normal (or its require_cudnn): it runs what it can change at once, and waits for that
+                # run only to carry from it (carry.py), or to judge its coverage by (a "known" teeth, knowncut.py)
+                job.early_s = 0.0
             mine[mode] = job
             jobs.append(job)
     return jobs

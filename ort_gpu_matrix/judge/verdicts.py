@@ -30,7 +30,7 @@ from .counts import Counts, Dispatch, TestResult, census, collected_of, count
 from .covers import rule_covers
 from .flaky import judged
 from .libraries import Libraries, library_audit
-from .outcomes import FAILING, GONE, first_line, listing, teardown_of
+from .outcomes import FAILING, GONE, first_line, listing, teardown_of, test_of
 from .pollution import warnings as pollution_warnings
 from .reads import ReadCensus
 from .stale import StaleRule, stale_failures, stale_in
@@ -224,7 +224,12 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     tier_tests = prior.tier_tests(tier)
     if not tier_tests:  # MATH forced everywhere, or a suite that never reaches the tier: a bite proves nothing
         out.reasons.append(nothing_to_cover(tier))
-    toothless = [n for n in tier_tests if n not in bitten]
+    ran = {test_of(t.nodeid) for t in tests}
+    unrun = [n for n in tier_tests if test_of(n) not in ran]
+    if unrun:
+        out.reasons.append(f"{len(unrun)} test(s) dispatched {tier} in require_cudnn but teeth did not run them "
+                           f"(left out by what it knew when it started): {listing(unrun)}; run again, or with --full")
+    toothless = [n for n in tier_tests if n not in bitten and test_of(n) in ran]
     declared = [n for n in toothless if _matches(expect.known_toothless, n) or n in flaky]
     undeclared = [n for n in toothless if n not in declared]
     if undeclared:
@@ -239,8 +244,8 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
         what = "it now bites" if biting else f"no longer a {tier} test in require_cudnn" if others else GONE
         out.stale.append(StaleRule("known_toothless", rule.test, rule.reason, what, tuple(o.cell for o in rule.observed),
                                    listing(listed)))
-    out.coverage = TeethCoverage(True, tier, len(tier_tests), len(tier_tests) - len(toothless), len(toothless),
-                                 declared, undeclared, sorted(n for n in tier_tests if n in bitten))
+    out.coverage = TeethCoverage(True, tier, len(tier_tests), len(tier_tests) - len(toothless) - len(unrun),
+                                 len(toothless), declared, undeclared, sorted(n for n in tier_tests if n in bitten))
     return out
 
 

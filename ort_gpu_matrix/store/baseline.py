@@ -161,7 +161,7 @@ class ModeRecord:
     provenance: dict[str, Any] = field(default_factory=dict,
                                        metadata=stored(shape=dict[str, str | float | None] | None))
     # "cudnn": teeth ran only require_cudnn's cuDNN tests, so its counts are not the suite's
-    teeth_scope: str = field(default="all", metadata=stored(shape=Literal["all", "cudnn"], omit_default=True))
+    teeth_scope: str = field(default="all", metadata=stored(shape=Literal["all", "cudnn", "known"], omit_default=True))
     # restore, report or off: whether the run's tiers could depend on test order (pollution.py). "unknown":
     # saved before isolation existed (an optional key, so older baselines still read and older readers skip it)
     isolation: str = field(default="unknown", metadata=stored(shape=Literal["restore", "report", "off", "unknown"]))
