@@ -171,6 +171,11 @@ class ModeRecord:
     # its run carried a node census (results whose EP census holds nodes): only then do its lines' ops. tokens say
     # where each op ran; from older results or baselines nothing is known and no per-op ep change is named
     node_census: bool = field(default=False, metadata=stored(omit_default=True))
+    # what its run did not run: tests whose outcomes it carried from normal (and the run they came from), and
+    # tests a teeth left out (drive/carry.py, knowncut.py); its lines hold the carried outcomes as they came
+    carried: int = field(default=0, metadata=stored(omit_default=True))
+    carried_from: str | None = field(default=None, metadata=stored(omit_default=True))
+    left_out: int = field(default=0, metadata=stored(omit_default=True))
 
     @classmethod
     def of(cls, r: Result) -> ModeRecord:
@@ -185,8 +190,10 @@ class ModeRecord:
         if cov is not None and cov.checked:
             teeth = {"bitten": sorted(cov.bitten_tests),
                      "toothless": sorted([*cov.declared_toothless, *cov.undeclared_toothless])}
+        sel = r.selection
         return cls(r.verdict, dict(vars(r.counts)), tests, teeth, library_summary(r), provenance_summary(r),
-                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken, r.ep.nodes_taken)
+                   cov.scope if cov is not None else "all", r.isolation, r.ep.taken, r.ep.nodes_taken,
+                   len(sel.carried) if sel else 0, sel.carried_from if sel else None, len(sel.left_out) if sel else 0)
 
 
 def library_summary(r: Result) -> dict[str, Any]:

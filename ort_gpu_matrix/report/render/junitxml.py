@@ -32,7 +32,7 @@ from ...config.model import DispatchExpect, FlakyRule, PassExpect, Rule, TeethEx
 from ...judge.covers import rule_covers
 from ...judge.eps import KIND_TEXT
 from ...judge.expected import ALLOWED_SKIP, BITTEN, DECLARED_TOOTHLESS, KNOWN_FAILURE, KNOWN_FLAKY, SUBTESTS_EXPECTED
-from ...judge.outcomes import FAILING
+from ...judge.outcomes import FAILING, test_of
 from ...store.baseline import library_summary
 from ...store.results import Result
 from ...util.escape import xml as inert
@@ -85,6 +85,7 @@ class _Mode:
     regressions: Mapping[str, list[Change]]
     improvements: Mapping[str, list[Change]]
     unplaced: list[Change]  # regressions of the mode that name no test
+    carried: frozenset[str] = frozenset()  # tests whose outcomes the run carried from normal (drive/carry.py)
 
 
 def names(reason: str, test: str) -> bool:
@@ -125,7 +126,8 @@ def _mode(report: Report, r: Result, rules: Expectations) -> _Mode:
     unplaced = [c for c in regressions if c.cell == r.cell.name and c.mode == r.mode
                 and not (c.kind in PER_TEST and c.test is not None)]
     return _Mode(any(x is r for x in counting), report.baseline_name or "", rules.get(r.cell.name, {}).get(r.mode),
-                 frozenset(blamed(r)), _by_test(regressions, r), _by_test(cmp.improvements if cmp else [], r), unplaced)
+                 frozenset(blamed(r)), _by_test(regressions, r), _by_test(cmp.improvements if cmp else [], r), unplaced,
+                 frozenset(r.selection.carried) if r.selection else frozenset())
 
 
 def _change(c: Change) -> str:
@@ -180,6 +182,8 @@ def _test_properties(r: Result, test: str, m: _Mode, kind: str | None) -> tuple[
         props.append(("expected", kind))
     if r.reruns.get(test):
         props.append(("reruns", str(r.reruns[test])))
+    if r.selection is not None and r.selection.carried_from and test_of(test) in m.carried:
+        props.append(("carried_from", r.selection.carried_from))  # not run in this mode: normal's outcome
     props += [("regression", _change(c)) for c in m.regressions.get(test, [])]
     props += [("improvement", _change(c)) for c in m.improvements.get(test, [])]
     return tuple(props)

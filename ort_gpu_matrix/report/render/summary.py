@@ -43,7 +43,18 @@ def cell_text(r: Result | None) -> str:
     if r is None:
         return "-"
     told = tally_text(r)
-    return f"{r.verdict.value.upper()} {counts_text(r)}" + (f" ({told})" if told else "")
+    return f"{r.verdict.value.upper()} {counts_text(r)}" + (f" ({told})" if told else "") + selection_text(r)
+
+
+def selection_text(r: Result) -> str:
+    """` [ran 8 of 13, 5 carried]` where a mode run carried outcomes from normal, ` [ran 71, 127 left out]` where
+    a teeth left tests out (drive/carry.py, knowncut.py); nothing where every test ran."""
+    sel = r.selection
+    if sel is None or sel.full:
+        return ""
+    if sel.carried:
+        return f" [ran {max(r.counts.collected - len(sel.carried), 0)} of {r.counts.collected}, {len(sel.carried)} carried]"
+    return f" [ran {r.counts.collected}, {len(sel.left_out)} left out]" if sel.left_out else ""
 
 
 def legend(report: Report) -> list[str]:
@@ -51,6 +62,10 @@ def legend(report: Report) -> list[str]:
     lines = ["counts are passed/failed/skipped; in brackets, the failures, skips, toothless tests and "
              "tier-rule breaks by kind:",
              "  " + LEGEND[UNEXPECTED], "  " + LEGEND[EXPECTED]]
+    if any(r.selection is not None and not r.selection.full for r in report.results):
+        lines.append("  [ran N of M, K carried]: the K outcomes are normal's, carried because the census of reads says "
+                     "those tests cannot change in this mode; [ran N, K left out]: teeth left out tests no run on "
+                     "record saw dispatch its tier; each result's `selection` names them and the runs")
     if any(r.expected is None for r in report.results):
         lines.append("  " + LEGEND[UNKNOWN])
     return lines
