@@ -15,11 +15,11 @@ FILES = ["test_readers.py", "test_at_import.py"]
 READERS = {f"test_readers.py::{n}" for n in ("test_by_get", "test_by_item", "test_by_getenv", "test_in_a_subprocess",
                                              "test_through_a_copy")} | {"test_at_import.py::test_import_reader"}
 CARRIED = {*(f"test_readers.py::test_plain[{n}]" for n in (1, 2, 3)), "test_readers.py::test_other_variable",
-           "test_readers.py::test_reads_where_marked"}
+           "test_readers.py::test_reads_where_marked", "test_readers.py::test_fails_once"}
 RAN = READERS | {"test_at_import.py::test_same_module", "test_readers.py::test_skips"}
 EXPECT = """
 [suite.s.expect.normal]
-min_passed = 10
+min_passed = 11
 allowed_skips = ["no such device here"]
 
 [suite.s.expect.require_cudnn]
@@ -180,3 +180,21 @@ def test_overlapped_a_known_teeth_starts_at_once_and_names_a_tier_test_it_left_o
     fourth = harness.nox("-s", CELL, env=env).result("teeth")  # the third's runs are on record now: it runs, and bites
     assert third["teeth_coverage"]["bitten"] == 2 and fourth["outcomes"][marked] == "failed"
     assert fourth["verdict"] == "pass", fourth["reasons"]
+
+
+def test_a_carried_regression_is_confirmed_by_a_real_rerun_and_no_carried_test_goes_missing(harness, tmp_path):
+    """test_fails_once fails once, in normal, then passes: require_cudnn carries that failure. Swept against a
+    baseline where it passed, both modes' regressions are rerun: require_cudnn's rerun runs the test for real, and
+    the judging again keeps every carried outcome (none reads as gone)."""
+    write(harness)
+    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
+    assert harness.nox("-s", "sweep", "--", "--save-baseline", "b", "--confirm", "0", env=env).proc.returncode != 0
+    env["CARRY_FAIL_ONCE"] = str(tmp_path / "failed-once")
+    run = harness.nox("-s", "sweep", "--", "--baseline", "b", "--gate", "regressions", "--confirm", "1", env=env)
+    req = run.result("require_cudnn")
+    test = "test_readers.py::test_fails_once"
+    assert test in req["selection"]["carried"]
+    tests = {t["test"]: t for t in req["confirmation"]["tests"]}
+    assert test in tests and tests[test]["unconfirmed"], req["confirmation"]
+    assert req["outcomes"][test] == "passed" and set(req["outcomes"]) >= CARRIED | RAN
+    assert run.proc.returncode == 0, run.output[-3000:]

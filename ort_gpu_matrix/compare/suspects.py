@@ -118,14 +118,31 @@ def unexpected(cell: Cell, mode: str, t: TestResult, flaky: dict[str, dict[str, 
     return not (isinstance(expect, TeethExpect) and bites(t.outcome, t.message, expect.canary))
 
 
-def _report(result: Result) -> ProbeReport | None:
-    if result.stopped or not result.report:
-        return None
+def _read(path: Path) -> ProbeReport | None:
     try:
-        data = json.loads(Path(result.report).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     return cast(ProbeReport, data) if isinstance(data, dict) and isinstance(data.get("tests"), dict) else None
+
+
+def _report(result: Result) -> ProbeReport | None:
+    """The run's probe report, with the entries of the tests it carried (drive/carry.py) taken from the report of
+    the run they came from: a carried test is confirmed, and judged again, as one of the run's own."""
+    if result.stopped or not result.report:
+        return None
+    report = _read(Path(result.report))
+    sel = result.selection
+    if report is None or sel is None or not sel.carried or not sel.carried_from or not result.bundle:
+        return report
+    session, _, run_id = sel.carried_from.partition(" ")
+    source = _read(Path(result.bundle).parent.parent / session / run_id / "report.json")
+    if source is None:
+        return None  # its carried outcomes cannot be read back: nothing a rerun could clear
+    carried = {n: e for n, e in source["tests"].items() if n in set(sel.carried)}
+    own = max(report.get("collected", {}).values(), default=len(report["tests"]))
+    return cast(ProbeReport, {**report, "tests": {**report["tests"], **carried},
+                              "collected": {"with the carried": own + len(carried)}})
 
 
 def suspects(cells: Mapping[str, Cell], results: list[Result], before: Baseline | None) -> list[Suspects]:
