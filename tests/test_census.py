@@ -61,7 +61,7 @@ def test_teeth_alone_warns_that_coverage_was_not_checked(harness, tmp_path):
     harness.results = tmp_path / "fresh-results"
     harness.write(["test_canary.py"], root=CANARY, modes=["teeth"], expect=EXPECT)
     r = harness.nox("-s", CELL).result("teeth")
-    assert r["teeth_coverage"] == {"checked": False, "scope": "all"}
+    assert r["teeth_coverage"] == {"checked": False, "scope": "known"}
     assert any("teeth coverage not checked" in w for w in r["warnings"])
 
 

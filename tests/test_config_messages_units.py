@@ -154,7 +154,7 @@ def test_an_unknown_key_far_from_every_key_gets_no_guess(tmp_path):
     # `options` is 0.63 like `isolation`: a guess that far would send the user to the wrong key
     got = _problems(tmp_path, _base(tmp_path).replace("[suite.s]\n", '[suite.s]\noptions = "x"\n'))
     assert got == ["{tmp}/matrix.toml: suite.s.options: unknown key\n    fix: remove it, or use one of: cpu_nodes, "
-                   "env, expect_file, files, isolation, plugins, provider_options, pytest_args, pythonpath, "
+                   "env, expect_file, files, full, isolation, plugins, provider_options, pytest_args, pythonpath, "
                    "requirements, root, shape_ops, slots_per_gpu, teeth_scope, test_timeout, timeout"]
 
 

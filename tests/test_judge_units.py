@@ -117,12 +117,18 @@ def test_teeth_through_judge_with_prior_and_unattributed_tokens_and_dispatch_rul
     rep = report({"t::a": {"outcome": "failed", "message": TEETH_MESSAGE}}, exitstatus=1,
                  unattributed_sdpa=["MATH", "CUDNN_FLASH_ATTENTION", "MATH"])
     v = judge(ev(rep, exit_code=1), Standard(judge_teeth, TeethExpect(forbid_kernels=('MATH',)), (), '/venv'), prior=Dispatch({'t::a': ['CUDNN_FLASH_ATTENTION'], 't::b': ['CUDNN_FLASH_ATTENTION']}))
-    assert v.reasons == ["1 toothless test(s): dispatched CUDNN_FLASH_ATTENTION in require_cudnn but did not fail "
-                         "with the verbatim message when MATH was forced: t::b"]
+    assert v.reasons == ["1 test(s) dispatched CUDNN_FLASH_ATTENTION in require_cudnn but teeth did not run them: t::b; "
+                         "teeth runs them once a run on record shows them (run again), or with --full"]
     assert v.warnings == ["3 SdpaKernel token(s) printed while no session that asked for the CUDA EP was running "
                           "were not counted (CUDNN_FLASH_ATTENTION, MATH)"]
-    assert v.teeth_coverage == TeethCoverage(True, CUDNN, 2, 1, 1, [], ["t::b"], ["t::a"])
+    assert v.teeth_coverage == TeethCoverage(True, CUDNN, 2, 1, 0, [], [], ["t::a"])  # t::b: not run, not toothless
     assert v.status is Status.FAIL
+    ran = report({"t::a": {"outcome": "failed", "message": TEETH_MESSAGE}, "t::b": {"outcome": "passed"}}, exitstatus=1)
+    v = judge(ev(ran, exit_code=1), Standard(judge_teeth, TeethExpect(), (), '/venv'),
+              prior=Dispatch({'t::a': ['CUDNN_FLASH_ATTENTION'], 't::b': ['CUDNN_FLASH_ATTENTION']}))
+    assert v.reasons == ["1 toothless test(s): dispatched CUDNN_FLASH_ATTENTION in require_cudnn but did not fail "
+                         "with the verbatim message when MATH was forced: t::b"]
+    assert v.teeth_coverage == TeethCoverage(True, CUDNN, 2, 1, 1, [], ["t::b"], ["t::a"])
     rep = report({"t::a": {"outcome": "passed", "sdpa": ["MATH"]}})
     assert reasons(ev(rep), PassExpect(forbid_kernels=("MATH",))) == [
         "1 test(s) dispatched forbidden MATH: t::a ran MATH"]

@@ -54,7 +54,7 @@ def evidence(outcome: RunOutcome) -> Evidence:
             problem = str(exc)
     return Evidence(outcome.exit_code, outcome.report, outcome.report_sha256, outcome.report_problem, outcome.digest,
                     junit, problem, outcome.progress.collected, outcome.stopped, outcome.progress.running, outcome.env,
-                    summary.read(outcome.log))
+                    summary.read(outcome.log), outcome.dropped)
 
 
 @dataclass
@@ -87,12 +87,12 @@ def verdict_of(run: ModeRun, outcome: RunOutcome, prior: Dispatch | None = None,
 
 
 def keep(run: ModeRun, outcome: RunOutcome, verdict: Verdict, source: SourceTree | None = None,
-         rerun_of: str | None = None, selection: Selection | None = None, tests_digest: str | None = None) -> Result:
+         rerun_of: str | None = None, selection: Selection | None = None) -> Result:
     """The run stored as a bundle of its own. A run becomes its session's current result, with what its mode
     expected marked; a confirmation rerun (`rerun_of`: the run it confirms) is stored beside it, never current.
-    `selection`: what ran and what was carried; `tests_digest`: of the test files it ran (a later census needs it)."""
+    `selection`: what ran and what was carried, of which test files (a later census needs them)."""
     result = results.build(run, outcome, verdict, results.new_run_id(outcome.started), source)
-    result = dataclasses.replace(result, selection=selection, tests_digest=tests_digest)
+    result = dataclasses.replace(result, selection=selection)
     if rerun_of is None:
         result = dataclasses.replace(result, expected=expected_of(run.cell.suite.expect[run.mode],
                                                                   tests_of(outcome.report), verdict.teeth_coverage))

@@ -68,8 +68,9 @@ def usable(found: Result | None, fingerprint: dict[str, object], tests_digest: s
         return "no normal run"
     if found.venv.fingerprint != fingerprint:
         return f"{ref(found)} ran in another venv"
-    if found.tests_digest != tests_digest:
-        return f"{ref(found)} ran other test files" if found.tests_digest else f"{ref(found)} recorded no test files"
+    digest = found.selection.tests_digest if found.selection else None
+    if digest != tests_digest:
+        return f"{ref(found)} ran other test files" if digest else f"{ref(found)} recorded no test files"
     if not found.reads.taken:
         return f"{ref(found)} has no census of reads"
     if found.stopped or found.pytest_exit_code not in (0, 1):

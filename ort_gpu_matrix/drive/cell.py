@@ -73,7 +73,8 @@ def _attempt(cr: CellRuns, run: ModeRun) -> tuple[RunOutcome, Result]:
         cr.voice.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
         early = _run_early(cr, run, scratch, scope) if scope.file is not None else None
         outcome, verdict, selection = _judged(cr, run, scratch, scope, early, carry)
-        return outcome, keep(run, outcome, verdict, cr.source, selection=selection, tests_digest=carry.tests_digest)
+        selection = dataclasses.replace(selection, tests_digest=carry.tests_digest)
+        return outcome, keep(run, outcome, verdict, cr.source, selection=selection)
 
 
 def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, early: RunOutcome | None,

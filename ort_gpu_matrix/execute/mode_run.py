@@ -83,6 +83,7 @@ class RunOutcome:
     interrupt: KeyboardInterrupt | None = None  # re-raised once the result is stored
     gpu_memory: dict[str, object] | None = None  # its peak GPU memory, where nvidia-smi could tell (gpumem.py)
     given: dict[str, str] = field(default_factory=dict)  # set over this process's environment: a slot's GPU
+    dropped: int = 0  # node ids the engine told the probe not to run (Launch.drop): all of them gone, pytest exits 5
 
 
 def install_probe(venv: Venv) -> None:
@@ -331,7 +332,7 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], voice: Voice,
     return RunOutcome(watch.code, workdir, files.log, files.junit, files.report, report, sha, problem,
                       _read_digest(digest_r), _read_progress(files.progress), applied, watch.started,
                       round(duration, 3), cmd, watch.stopped, watch.interrupt, watch.gpu_memory,
-                      dict(launch.given))
+                      dict(launch.given), len(launch.drop))
 
 
 def remove_workdir(workdir: Path) -> None:

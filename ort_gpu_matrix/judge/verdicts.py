@@ -227,8 +227,9 @@ def judge_teeth(expect: DispatchExpect, tests: list[TestResult], counts: Counts,
     ran = {test_of(t.nodeid) for t in tests}
     unrun = [n for n in tier_tests if test_of(n) not in ran]
     if unrun:
-        out.reasons.append(f"{len(unrun)} test(s) dispatched {tier} in require_cudnn but teeth did not run them "
-                           f"(left out by what it knew when it started): {listing(unrun)}; run again, or with --full")
+        out.reasons.append(f"{len(unrun)} test(s) dispatched {tier} in require_cudnn but teeth did not run them: "
+                           f"{listing(unrun)}; teeth runs them once a run on record shows them (run again), or with "
+                           "--full")
     toothless = [n for n in tier_tests if n not in bitten and test_of(n) in ran]
     declared = [n for n in toothless if _matches(expect.known_toothless, n) or n in flaky]
     undeclared = [n for n in toothless if n not in declared]
@@ -306,9 +307,9 @@ def judge(ev: Evidence, standard: Standard, prior: Dispatch | None = None, sourc
     tests = tests_of(report)
     counts = count(report, tests, collected_of(report, ev.collected))
     reasons = cross_checks(ev, tests, counts)
+    if ev.dropped and ev.exit_code == 5:  # every test it collected was carried or left out: nothing left to run
+        reasons = [r for r in reasons if r != EXIT_MEANING[5]]
     if carried:
-        if ev.exit_code == 5:  # every test it collected was carried (the engine dropped them): nothing left to run
-            reasons = [r for r in reasons if r != EXIT_MEANING[5]]
         tests = tests + tests_of(cast(ProbeReport, {"tests": dict(carried)}))
         counts = count(None, tests, counts.collected + len(carried))
     found = outcomes(expect, tests, counts, prior)

@@ -41,6 +41,7 @@ class Evidence:
     running: tuple[str, ...] = ()
     meant_env: dict[str, str] | None = None  # what the harness and the suite set for the test process
     summary: dict[str, int] | None = None  # pytest's own summary line, counted (execute/summary.py)
+    dropped: int = 0  # node ids the engine told the probe not to run (carried, or left out by teeth)
 
 
 def env_reasons(meant: dict[str, str] | None, report: ProbeReport) -> list[str]:

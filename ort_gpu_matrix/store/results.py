@@ -50,7 +50,7 @@ SCHEMA_VERSION = 7  # 2: isolation and pollution, known_flaky and confirmation; 
 # coverage names the tier forcing MATH took away (tier, tier_tests), and libraries.processes which process ran each test;
 # 5: subtests (their ids in outcomes and dispatch, counts.subtests_*), and env as the test process had it (null: unset);
 # 6: the node census (ep.nodes_taken, and each test's nodes and nodes_unseen under ep.tests);
-# 7: what a run ran and carried (selection), its tests' reads of the watched variables (reads), its tests' digest
+# 7: what a run ran and carried, of which test files (selection), and its tests' reads of the watched variables (reads)
 # a version 1 result reads with isolation "unknown", no pollution, no known_flaky, no confirmation; a version 1 or 2
 # result reads with no EP census (ep.taken false: nothing is known of which EP served its tests); a version 1 to 3
 # result's teeth coverage counted cuDNN tests (cudnn_tests): it reads as tier CUDNN_FLASH_ATTENTION with those
@@ -107,7 +107,8 @@ class Provenance:
 class Selection:
     """Which of its tests a mode run ran, and why not the rest: what keeps a run cut below the floor honest.
 
-    `full`: every test ran, and `why` says why (asked, or nothing to cut by). Otherwise `chosen_by` names the run
+    `full`: every test ran, and `why` says why (asked, or nothing to cut by). `tests_digest`: of the test files it
+    ran (execute/testfiles.py), for a later run to tell whether this one's census holds for it. Otherwise `chosen_by` names the run
     whose census chose ("<session> <run id>"), `carried` the tests whose outcomes came from `carried_from` (that
     run's session and run id) instead of running here, and `left_out` those neither run nor carried (teeth: not
     one of its tier's tests in any run the cell knows of). The carried outcomes are in the result's outcomes,
@@ -119,6 +120,7 @@ class Selection:
     carried_from: str | None = field(default=None, metadata=stored(omit_default=True))
     carried: list[str] = field(default_factory=list, metadata=stored(omit_default=True))
     left_out: list[str] = field(default_factory=list, metadata=stored(omit_default=True))
+    tests_digest: str | None = field(default=None, metadata=stored(omit_default=True))
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,6 @@ class Result:
     ep: EpCensus = dataclasses.field(default_factory=EpCensus)  # which EP served each CUDA-asking test (judge/eps.py)
     selection: Selection | None = None  # what ran and what was carried (drive/carry.py); None: before version 7
     reads: ReadCensus = dataclasses.field(default_factory=ReadCensus)  # its own tests' reads of the watched variables
-    tests_digest: str | None = None  # of the test code it ran (execute/testfiles.py): a census holds only for it
     schema_version: int = SCHEMA_VERSION
 
     @property

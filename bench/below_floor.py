@@ -1,0 +1,151 @@
+"""Below the floor: a full-truth cell (its three modes, each running only what it can change) against one bare require
+run of the seed recipe, alternating pairs; wall time and the process tree's CPU time. Prints the ratios.
+
+    python bench/below_floor.py --matrix M --cell gpu-3.12-h200 [--repeat 5] [--full] [--out F.json]
+
+1. bare: `python -m pytest` by hand in the cell's venv, the suite's files and -n, with require_cudnn's environment
+   (ORT_TEST_REQUIRE_CUDNN_SDPA=1: the recipe's canary run), plugin autoload on, as a user runs it;
+2. cell: `nox -s CELL` (normal, require_cudnn, teeth as the host decides), in a results dir warmed by one untimed
+   run first, so its census and the runs on record are there, as on any day after the first;
+3. with --full: the same cell with `-- --full` too, every mode running every test (what a cell cost before).
+Each figure is the median of --repeat runs taken in turn (bare, cell[, full]). CPU time is that of every process
+the command started, reaped (RUSAGE_CHILDREN). The cell's require_cudnn outcomes (ran and carried) are checked
+against the bare run's per-test outcomes (`-rA`'s PASSED/FAILED/ERROR lines): the same, or each difference.
+Target: cell <= 1.4 x bare, wall and CPU. Nothing here is a test: a missed target is reported, not failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.run import median, nox_cmd  # noqa: E402
+from ort_gpu_matrix.config.loader import load_matrix  # noqa: E402
+from ort_gpu_matrix.config.overrides import Overrides  # noqa: E402
+from ort_gpu_matrix.envs.venvs import ensure_venv  # noqa: E402
+from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
+from ort_gpu_matrix.host.host import resolve  # noqa: E402
+from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
+from ort_gpu_matrix.util.voice import Voice, unheard  # noqa: E402
+
+TARGET = 1.4
+_LINE = re.compile(r"^(PASSED|FAILED|ERROR) (\S+)")
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the whole reaped tree, exit code, output)."""
+    start, cpu = time.monotonic(), _children_cpu()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace")
+    wall, used = time.monotonic() - start, _children_cpu() - cpu
+    with log.open("a") as sink:
+        sink.write(f"$ {' '.join(cmd)}\n{proc.stdout}\n")
+    return round(wall, 3), round(used, 3), proc.returncode, proc.stdout
+
+
+def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]:
+    r = resolve(cell, matrix.workspace)
+    with ensure_venv(cell, r, matrix.workspace.venvs_dir, Voice.plain(log=unheard)) as venv:
+        pass
+    cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
+    env, _ = mode_env("require_cudnn", cell.suite, r, venv.path, {})
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
+    (cwd / "pytest.ini").write_text("[pytest]\n")
+    return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
+             "-p", "no:cacheprovider", "-q", "-rA", *cell.suite.pytest_args, *r.test_files], env, cwd)
+
+
+def bare_outcomes(output: str) -> dict[str, str]:
+    return {m.group(2): m.group(1).lower() for line in output.splitlines() if (m := _LINE.match(line))}
+
+
+def cell_outcomes(results: Path, session: str) -> dict[str, str] | None:
+    """The cell's require_cudnn outcomes of tests (ran and carried), or None where it has no require_cudnn."""
+    path = results / f"{session}.json"
+    if not path.exists():
+        return None
+    r = json.loads(path.read_text())
+    return {n: o for n, o in r["outcomes"].items() if " " not in n and o in ("passed", "failed", "error")}
+
+
+def compare(bare: dict[str, str], cell: dict[str, str]) -> list[str]:
+    return [f"{n}: bare {bare.get(n, '-')}, cell {cell.get(n, '-')}" for n in sorted(set(bare) | set(cell))
+            if bare.get(n) != cell.get(n)]
+
+
+def _add(walls: dict[str, list[float]], cpus: dict[str, list[float]], codes: dict[str, list[int]], name: str,
+         got: tuple[float, float, int]) -> None:
+    walls[name].append(got[0])
+    cpus[name].append(got[1])
+    codes[name].append(got[2])
+
+
+def ratio(a: list[float], b: list[float]) -> float | None:
+    return round(median(b) / median(a), 4) if a and median(a) else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--matrix", default=str(REPO / "matrix.toml"))
+    ap.add_argument("--cell", required=True)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--full", action="store_true", help="time the cell with --full too (every mode, every test)")
+    ap.add_argument("--out", default=str(REPO / "bench" / "below-floor.json"))
+    args = ap.parse_args()
+    work = Path(os.environ.get("BENCH_WORK") or tempfile.mkdtemp(prefix="bench-below-floor-"))
+    work.mkdir(parents=True, exist_ok=True)
+    base = {**os.environ, "MATRIX_TOML": args.matrix, "PYTHONUNBUFFERED": "1"}
+    base.setdefault("MATRIX_VENVS", str(work / "venvs"))
+    matrix = load_matrix(Path(args.matrix), Overrides.from_environ({**base, "MATRIX_RESULTS": str(work / "r")}))
+    cell = next(c for c in cells_of(matrix) if c.name == args.cell)
+    log = work / "bench.log"
+    sides: dict[str, tuple[list[str], Path]] = {"cell": ([], work / "cell")} | ({"full": (["--", "--full"], work / "full")} if args.full else {})
+    for extra, results in sides.values():  # warmed: the census and the runs on record are there, as on day two
+        timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+    cmd, env, cwd = bare_cmd(matrix, cell, work)
+    walls: dict[str, list[float]] = {k: [] for k in ("bare", *sides)}
+    cpus: dict[str, list[float]] = {k: [] for k in walls}
+    codes: dict[str, list[int]] = {k: [] for k in walls}
+    last_bare = ""
+    for i in range(args.repeat):
+        w, c, code, last_bare = timed(cmd, env, cwd, log)
+        _add(walls, cpus, codes, "bare", (w, c, code))
+        for name, (extra, results) in sides.items():
+            w, c, code, _ = timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+            _add(walls, cpus, codes, name, (w, c, code))
+        print(f"pair {i + 1}: " + ", ".join(f"{k} {walls[k][-1]} s / {cpus[k][-1]} CPU-s" for k in walls), flush=True)
+    mine = cell_outcomes(work / "cell", cell.mode_session("require_cudnn"))
+    diffs = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(last_bare), mine)
+    out = {"cell": cell.name, "repeat": args.repeat, "walls": walls, "cpus": cpus, "codes": codes,
+           "wall_ratio": ratio(walls["bare"], walls["cell"]), "cpu_ratio": ratio(cpus["bare"], cpus["cell"]),
+           "target": TARGET, "outcomes_differ": diffs, "log": str(log)}
+    if args.full:
+        out |= {"full_wall_ratio": ratio(walls["bare"], walls["full"]), "full_cpu_ratio": ratio(cpus["bare"], cpus["full"])}
+    for key in ("wall_ratio", "cpu_ratio", "full_wall_ratio", "full_cpu_ratio"):
+        if key in out:
+            print(f"{key}: {out[key]}")
+    print("require_cudnn outcomes (ran and carried) against the bare require run: "
+          + ("SAME" if not diffs else f"DIFFERENT ({len(diffs)}): " + "; ".join(diffs[:10])))
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    met = all(out[k] is not None and out[k] <= TARGET for k in ("wall_ratio", "cpu_ratio"))
+    print(f"target <= {TARGET}x bare, wall and CPU: {'met' if met else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

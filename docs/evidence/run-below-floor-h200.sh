@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Below the floor on the nvidia-h200 device machine (issue 49). Calls of one lease, STEP=A, B, C, D:
+#   A. ORT's attention suite (node-truth/matrix.toml, cell nt-3.12-h200att: 198 tests, three modes): one cell run
+#      (the census and the runs on record), then bench/below_floor.py: the cell against one bare require run of the
+#      seed recipe, 5 alternating pairs, wall and CPU time, the --full cell beside them, the outcomes compared.
+#   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
+#      to about 1,000 tests), the same bench with fewer pairs (BIG_REPEAT, default 2).
+#   C. the gate: the 1.30.0 baseline swept (calibrated expectations), 1.31.1 against it under --gate regressions
+#      (expected exit 0), then 1.31.1 with MATH forced (expected red, every regression confirmed).
+#   D. a 2-cell sweep's cost: gpu-3.12-h200 and nt-3.12-h200att in one sweep, then again with --full.
+# Needs /root/wheelhouse from:
+#   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox \
+#     virtualenv filelock defusedxml jinja2 pyelftools setuptools einops rich
+# and ORT's test files in .ort-src/ (git-ignored; carry ".ort-src"): docs/evidence/node-truth-h200.md lists them.
+# Run: STEP=A OUT=... bash docs/evidence/run-below-floor-h200.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to A, B, C or D}"
+python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
+export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
+export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
+NTM=docs/evidence/node-truth/matrix.toml
+BFM=docs/evidence/below-floor/matrix.toml
+mkdir -p "$OUT"
+if [ "$STEP" = A ]; then
+  timeout 540 python3 bench/below_floor.py --matrix $NTM --cell nt-3.12-h200att --repeat "${REPEAT:-5}" --full \
+    --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
+fi
+if [ "$STEP" = B ]; then
+  BENCH_WORK=/root/bench-below-floor-big timeout 560 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200big \
+    --repeat "${BIG_REPEAT:-2}" --out "$OUT/below-floor-big.json" 2>&1 | tee "$OUT/step-b.log"
+fi
+if [ "$STEP" = C ]; then
+  BASE=$OUT/baselines RES=/root/below-floor-gate
+  {
+    echo "## C1. baseline: onnxruntime-gpu 1.30.0 (nt-3.12-h200att130)"
+    MATRIX_TOML=$BFM MATRIX_RESULTS=$RES/b MATRIX_BASELINES=$BASE timeout 180 python3 -m nox -s sweep -- \
+      --select bf-3.12-h200att130 --save-baseline att130 --confirm 0 > "$OUT/gate-base.log" 2>&1
+    echo "exit $?"; tail -3 "$OUT/gate-base.log"
+    echo "## C2. 1.31.1 against it, --gate regressions (expected exit 0)"
+    MATRIX_TOML=$BFM MATRIX_RESULTS=$RES/c MATRIX_BASELINES=$BASE timeout 180 python3 -m nox -s sweep -- \
+      --select bf-3.12-h200att131 --baseline att130 --gate regressions > "$OUT/gate-131.log" 2>&1
+    echo "exit $?"; grep -E "egression|carried|left out|sweep" "$OUT/gate-131.log" | cut -c1-300 | head -20
+    echo "## C3. 1.31.1 with MATH forced (expected red, every regression confirmed)"
+    MATRIX_TOML=$BFM MATRIX_RESULTS=$RES/m MATRIX_BASELINES=$BASE timeout 200 python3 -m nox -s sweep -- \
+      --select bf-3.12-h200attmath --baseline att130 --gate regressions > "$OUT/gate-math.log" 2>&1
+    echo "exit $?"; grep -E "egression|confirm|sweep" "$OUT/gate-math.log" | cut -c1-300 | head -20
+  } 2>&1 | tee "$OUT/step-c.log"
+fi
+if [ "$STEP" = D ]; then
+  {
+    for how in cut full; do
+      t0=$SECONDS
+      MATRIX_TOML=$NTM MATRIX_RESULTS=/root/bf-2cell-$how timeout 280 python3 -m nox -s sweep -- \
+        --select nt-3.12-h200att nt-3.12-h200 $([ $how = full ] && echo --full) > "$OUT/two-cells-$how.log" 2>&1
+      echo "2-cell sweep ($how): exit $? in $((SECONDS - t0)) s"
+    done
+  } 2>&1 | tee "$OUT/step-d.log"
+fi
+ls -la "$OUT"
