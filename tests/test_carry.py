@@ -156,46 +156,20 @@ def test_a_known_teeth_runs_the_tier_tests_of_the_runs_on_record_and_leaves_out_
     assert (full["selection"]["full"], full["selection"]["why"]) == (True, "every test ran: --full")
 
 
-def test_overlapped_a_known_teeth_starts_at_once_and_names_a_tier_test_it_left_out(harness, tmp_path):
-    # normal runs the plain tests, slowly: its result is stored only after teeth has chosen what to leave out
-    env = {**fake_gpu(tmp_path), "TIER_MARKER_FILE": str(tmp_path / "marker"), "TIER_SLOW_S": "2",
-           "MATRIX_CORES": "6"}  # room for the three at once, as on a GPU host
+def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal_and_leaves_out_the_rest(
+        harness, tmp_path):
+    """As the modes overlap on one GPU (as children), teeth starts once require_cudnn is stored, which waited for
+    normal: both are on record, and a test that dispatches cuDNN for the first time now is run, and bites."""
+    env = {**fake_gpu(tmp_path), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
     write_tier(harness)
     first = harness.nox("-s", CELL, env=env)
-    assert first.proc.returncode == 0, first.output[-3000:]
-    # nothing on record as it started, unless its normal (a second's work here) had stored already
-    second = harness.nox("-s", CELL, env=env)
-    assert second.proc.returncode == 0, second.output[-3000:]
-    teeth = second.result("teeth")
-    assert set(teeth["outcomes"]) == BITES and teeth["teeth_coverage"]["checked"]
-    log = (harness.results / "sweep-logs" / f"{CELL}-teeth.log").read_text()
-    assert f"{CELL}-teeth: waiting for {CELL}-require_cudnn's census to judge its coverage by" in log
-
+    assert first.proc.returncode == 0 and "overlapping" in first.output, first.output[-3000:]
+    teeth = first.result("teeth")
+    assert set(teeth["outcomes"]) == BITES and set(teeth["selection"]["left_out"]) == PLAIN
+    assert teeth["teeth_coverage"]["checked"] and teeth["teeth_coverage"]["bitten"] == 2
     (tmp_path / "marker").write_text("")  # now test_dispatches_where_marked dispatches cuDNN: no run on record saw it
-    third_run = harness.nox("-s", CELL, env=env)
-    third = third_run.result("teeth")
+    second = harness.nox("-s", CELL, env=env)
+    teeth = second.result("teeth")
     marked = "test_tier.py::test_dispatches_where_marked"
-    assert marked not in third["outcomes"] and third["verdict"] == "fail"
-    reason = next(r for r in third["reasons"] if "teeth did not run them" in r)
-    assert marked in reason and "or with --full" in reason
-    fourth = harness.nox("-s", CELL, env=env).result("teeth")  # the third's runs are on record now: it runs, and bites
-    assert third["teeth_coverage"]["bitten"] == 2 and fourth["outcomes"][marked] == "failed"
-    assert fourth["verdict"] == "pass", fourth["reasons"]
-
-
-def test_a_carried_regression_is_confirmed_by_a_real_rerun_and_no_carried_test_goes_missing(harness, tmp_path):
-    """test_fails_once fails once, in normal, then passes: require_cudnn carries that failure. Swept against a
-    baseline where it passed, both modes' regressions are rerun: require_cudnn's rerun runs the test for real, and
-    the judging again keeps every carried outcome (none reads as gone)."""
-    write(harness)
-    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
-    assert harness.nox("-s", "sweep", "--", "--save-baseline", "b", "--confirm", "0", env=env).proc.returncode != 0
-    env["CARRY_FAIL_ONCE"] = str(tmp_path / "failed-once")
-    run = harness.nox("-s", "sweep", "--", "--baseline", "b", "--gate", "regressions", "--confirm", "1", env=env)
-    req = run.result("require_cudnn")
-    test = "test_readers.py::test_fails_once"
-    assert test in req["selection"]["carried"]
-    tests = {t["test"]: t for t in req["confirmation"]["tests"]}
-    assert test in tests and tests[test]["unconfirmed"], req["confirmation"]
-    assert req["outcomes"][test] == "passed" and set(req["outcomes"]) >= CARRIED | RAN
-    assert run.proc.returncode == 0, run.output[-3000:]
+    assert teeth["outcomes"][marked] == "failed" and teeth["teeth_coverage"]["bitten"] == 3
+    assert second.proc.returncode == 0, second.output[-3000:]

@@ -127,11 +127,13 @@ def test_a_signal_stops_every_slot_and_the_report_says_what_finished(tmp_path, v
 
 def write_modes_matrix(path, log, cells, extra="", ort=None):
     """cells: id -> {mode: seconds of sleep}; each cell gets a libs set and a suite of its own (test_modes.py).
-    extra: more tables (ORT entries); ort: cell id -> the ORT id it pairs with, where not cpu."""
+    extra: more tables (ORT entries); ort: cell id -> the ORT id it pairs with, where not cpu. Each suite sets
+    `full = true`: these tests time whole mode runs against each other, not what a mode may leave out
+    (tests/test_carry.py)."""
     pairings = ", ".join(f'{{ python = "{PY}", ort = "{(ort or {}).get(c, "cpu")}", torch = "none", libs = "{c}", '
                          f'suite = "s{c}", modes = {json.dumps(list(modes))} }}' for c, modes in cells.items())
     suites = "\n".join(
-        suite_head(f"s{c}", ["test_modes.py"], root=str(SUITES / "slots"))
+        suite_head(f"s{c}", ["test_modes.py"], root=str(SUITES / "slots")) + "full = true\n"
         + f'env = {{ SLOT_LOG = "{log}", SLOT_CELL = "{c}", '
         + ", ".join(f'SLOT_SLEEP_{m.upper()} = "{s}"' for m, s in modes.items()) + " }\n"
         for c, modes in cells.items())
@@ -489,6 +491,7 @@ def test_with_teeth_started_early_every_require_cudnn_goes_ahead_of_the_runs_not
              "t": {"normal": 40.2, "require_cudnn": 40.2, "teeth": 13.2}}
     jobs = _jobs(shape, tmp_path)
     for job in jobs:
+        job.carry_from = None  # measured with every test in every mode (before require_cudnn carried from normal)
         if job.mode == "teeth":
             job.early_s, job.tail_s = 0.0, 6.5
     order, makespan = plan(jobs, 4)

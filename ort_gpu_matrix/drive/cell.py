@@ -93,7 +93,6 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
                        Launch(keep=scope.keep, drop=[*carry.carry, *(scope.cut.drop or [])]))
     if outcome.interrupt is not None or outcome.stopped:  # nothing to wait for: no outcome of it is carried
         return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
-    scope.settle()  # a "known" teeth: judged against the require_cudnn its parent hands over once stored
     entries, reasons, selection = carry.settle()
     if scope.known:
         cut = scope.cut

@@ -47,10 +47,9 @@ def handed_over(args: Sequence[str]) -> dict[str, Path]:
 
 
 def later_of(files: Mapping[str, Path], cell: Cell, mode: str) -> Path | None:
-    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one: read before its
-    tests run ("cudnn") or once they ran, to judge its coverage by ("known", teeth.py)."""
+    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one."""
     source = spec(mode).coverage_from
-    if source is None or cell.suite.teeth_scope not in ("cudnn", "known"):
+    if source is None or cell.suite.teeth_scope != "cudnn":
         return None
     return files.get(cell.mode_session(source.value))
 

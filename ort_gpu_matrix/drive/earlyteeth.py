@@ -59,8 +59,7 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, voice: Voice)
     run in: a cell on two slots would run its normal only after require_cudnn, which is slower than serial."""
     can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
-    carrying = [j for j in jobs if j.after is not None and j.early_s is not None and j not in early]
-    if not early and not carrying:
+    if not early and not any(j.carry_from is not None for j in jobs):
         return None
     handoff = Handoff(voice)  # also hands each require_cudnn the normal run it carries outcomes from (carry.py)
     for job in early:
@@ -76,16 +75,34 @@ def args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, voice: 
     if handoff is not None and job.after is not None and job.early_s is not None and job.after.ended == 0:
         voice.log(f"{job.session}: starts while {job.after.session} runs; its census is handed over when that ends")
         return ["--census-file", f"{job.after.session}={handoff.path(job.session)}"]
-    return readback.census_args(job, results_dir, voice)
+    return [*readback.census_args(job, results_dir, voice), *_carry_args(job, handoff, results_dir, voice)]
+
+
+def _carry_args(job: scheduler.Job, handoff: Handoff | None, results_dir: Path, voice: Voice) -> list[str]:
+    """A require_cudnn's: its normal run of this sweep (--census once stored, --census-file while it runs, handed
+    over as it ends), or nothing where that run has not started, and require_cudnn then runs every test."""
+    source = job.carry_from
+    if source is None:
+        return []
+    if handoff is not None and source.proc is not None and source.ended == 0:
+        voice.log(f"{job.session}: starts while {source.session} runs; the run it carries outcomes from is handed "
+                  "over when that ends")
+        return ["--census-file", f"{source.session}={handoff.path(job.session)}"]
+    found = readback.fresh_result(source, results_dir) if source.proc is not None else "it has not started"
+    if isinstance(found, str):  # it may quote a run id read from a file: shown escaped
+        voice.log(f"{job.session}: no {source.session} run of this sweep to carry outcomes from ({term(found)})")
+        return []
+    return ["--census", f"{found.session}={found.run_id}"]
 
 
 def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff | None, results_dir: Path,
               voice: Voice) -> None:
-    """require_cudnn's child exited: tell a teeth already started what it stored (or why nothing)."""
+    """require_cudnn's child exited: tell a teeth already started what it stored (or why nothing); normal's: tell
+    its require_cudnn, which carries outcomes from it."""
     if handoff is None:
         return
     for job in jobs:
-        if job.after is ended and job.proc is not None:
+        if (job.after is ended or job.carry_from is ended) and job.proc is not None:
             found = readback.fresh_result(ended, results_dir)
             try:
                 handoff.give(job.session, found)

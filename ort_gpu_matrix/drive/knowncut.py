@@ -7,9 +7,9 @@ dispatched it is kept), those known_toothless names, and every test no run on re
 out only the tests every such run saw and none saw dispatch the tier. With no run on record, or `--full`,
 it runs every test.
 
-It needs no census to start: its coverage is still judged against this run's own require_cudnn (teeth.py
-waits for it once the tests ran), and a test that dispatched the tier there and was left out here fails
-teeth by name (judge/verdicts.py).
+Its coverage is still judged against this run's own require_cudnn, as every teeth's is: a test that dispatched
+the tier there and was left out here fails teeth by name (judge/verdicts.py). Teeth starts once that run is
+stored, so it is on record here and such a test can only come from a census that changed since.
 """
 from __future__ import annotations
 

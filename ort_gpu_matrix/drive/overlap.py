@@ -55,9 +55,7 @@ def at_once(modes: Sequence[str]) -> int:
 def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
     """The cell's runs that may go at once: all of them where its scoped teeth can start with the pair
     (earlyteeth.py), else those that wait on no other."""
-    if earlyteeth.possible(cell, modes, results_dir) or cell.suite.teeth_scope == "known":
-        return len(modes)  # a "known" teeth needs no census to start: it waits for one only to judge by
-    return at_once(modes)
+    return len(modes) if earlyteeth.possible(cell, modes, results_dir) else at_once(modes)
 
 
 def ask_of(chosen: Sequence[tuple[Cell, Sequence[str]]], posargs: Sequence[str], results_dir: Path,

@@ -62,9 +62,10 @@ class Job:
     mode: str
     log: Path
     predicted_s: float | None = None  # its last run's cost (last_duration); None: no data (planned as the longest)
-    # must have ended before this one starts (teeth reads its require_cudnn's census), unless `early_s`: a
-    # require_cudnn starts as soon as its normal has, and is handed normal's result to carry outcomes from
-    after: Job | None = None
+    after: Job | None = None  # must have ended before this one starts: teeth reads its require_cudnn's census
+    # the run whose outcomes this one carries (require_cudnn: its normal, drive/carry.py); it does not wait to start:
+    # if that run is going when this starts, its parent hands it over once stored, and if not, this runs every test
+    carry_from: Job | None = None
     early_s: float | None = None  # may start this long after `after` started, before it ends (a census handed over)
     tail_s: float | None = None  # of its last run, the part from its first test to its end: what a start paid early leaves
     before_run: str | None = None  # run id of the session's current result before the sweep: a fresh one differs
@@ -106,12 +107,9 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
             cost, tail = last_whole(results_dir, session) or (None, None)
             job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
                       before_run=current_run(results_dir, session), tail_s=tail)
-            source = spec(mode).coverage_from or spec(mode).carries_from
+            source, carries = spec(mode).coverage_from, spec(mode).carries_from
             job.after = mine.get(source.value) if source is not None else None
-            if job.after is not None and (spec(mode).carries_from is not None or cell.suite.teeth_scope == "known"):
-                # with its normal (or its require_cudnn): it runs what it can change at once, and waits for that
-                # run only to carry from it (carry.py), or to judge its coverage by (a "known" teeth, knowncut.py)
-                job.early_s = 0.0
+            job.carry_from = mine.get(carries.value) if carries is not None and not cell.suite.full else None
             mine[mode] = job
             jobs.append(job)
     return jobs
@@ -141,6 +139,8 @@ def pick(waiting: Sequence[Job], free: Sequence[int] | Mapping[int, str], finish
     if not ready:
         return None
     job = next((j for j in ready if j.after is not None and j.after not in finished), ready[0])
+    if job.carry_from is not None and job.carry_from in ready:
+        job = job.carry_from  # the run it carries from first: started after it, it can carry (carry.py)
     fits = _lanes_for(job, free)
     preferred = slot_of.get(job.after) if job.after is not None else None
     return job, preferred if preferred is not None and preferred in fits else min(fits)

@@ -85,10 +85,8 @@ class TeethScope:
     def __init__(self, cr: CellRuns, run: ModeRun) -> None:
         self.cr, self.run = cr, run
         self.here = here = prior_of(cr.earlier, run.cell, run.mode, run.venv.fingerprint)  # this process's census
-        later = None if here is not None else later_of(cr.census_files, run.cell, run.mode)
+        self.file: Path | None = None if here is not None else later_of(cr.census_files, run.cell, run.mode)
         self.known = spec(run.mode).coverage_from is not None and run.cell.suite.teeth_scope == "known"
-        self.file: Path | None = None if self.known else later  # waited for before its tests run
-        self.judge_file: Path | None = later if self.known else None  # waited for once they ran (`settle`)
         self.cut = KnownCut(None, "every test ran")  # what a "known" teeth leaves out (knowncut.py)
         self.basis = None if self.file is None else earlyteeth.basis(cr.workspace.results_dir, run.session)
         self.came = False  # the census is here, or word that none will come: resolved
@@ -129,18 +127,6 @@ class TeethScope:
         if spec(self.run.mode).coverage_from is None:
             return verdict
         return scoped(verdict, self.run.cell.suite.teeth_scope, None if self.keep is None else len(self.keep))
-
-    def settle(self) -> None:
-        """A "known" teeth whose census its parent hands over: waited for once its tests ran, judged by it."""
-        if self.judge_file is None or self.prior is not None:
-            return
-        run = self.run
-        self.cr.voice.log(f"{run.session}: waiting for {run.cell.mode_session(Mode.REQUIRE_CUDNN.value)}'s census to "
-                          "judge its coverage by")
-        prior, why = handed(self.judge_file, self.cr.workspace.results_dir, run.cell, run.mode, run.venv.fingerprint)
-        if why is not None:
-            self.cr.voice.log(f"{run.session}: {why}")
-        self.prior, self.dispatch = prior, None if prior is None else prior.dispatch
 
     def _resolve(self, prior: Result | None) -> None:
         results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
