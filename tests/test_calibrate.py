@@ -114,7 +114,7 @@ def test_calibrate_accepts_a_red_first_run_and_the_next_run_passes(tmp_path, ven
     assert (e["normal"]["min_passed"], e["require_cudnn"]["min_passed"], e["teeth"]["min_failures"]) == (4, 4, 1)
     assert "allowed_skips" not in e["teeth"] and "min_passed" not in e["teeth"]
 
-    again = c.nox("-s", CELL)
+    again = c.nox("-s", CELL, "--", "--full")  # every test in every mode: what calibrate --from can calibrate from
     assert again.returncode == 0, again.stdout[-3000:]
     assert f"verdict PASS: {CELL}, 3 mode(s)" in again.stdout
     assert "stale rule" not in again.stdout and c.result(f"{CELL}-normal")["stale_rules"] == []
@@ -157,12 +157,15 @@ def test_a_fixed_failure_is_a_stale_rule_in_the_run_the_sweep_and_the_next_calib
     assert swept.returncode == 0, swept.stdout[-3000:]  # stale rules are warnings and improvements, never failures
     improvements = json.loads((c.results / "sweep.json").read_text())["improvements"]
     stale = [i for i in improvements if i["kind"] == "stale-rule"]
+    # teeth ("known") left BROKEN out (it never dispatched cuDNN): its rule there is not stale, only not judged
     assert [(i["cell"], i["mode"], i["test"], i["before"]) for i in stale] == [
-        (CELL, mode, BROKEN, "known_failures") for mode in ("normal", "require_cudnn", "teeth")]
+        (CELL, mode, BROKEN, "known_failures") for mode in ("normal", "require_cudnn")]
     # the kind of staleness, so that many stale rules group as one change; the rule's pattern names the test
     assert stale[0]["after"] == "no longer fails"
     assert f"stale-rule: {CELL} normal {BROKEN}: known_failures -> no longer fails" in swept.stdout
-    for mode in ("normal", "require_cudnn", "teeth"):
+    teeth = c.result(f"{CELL}-teeth")
+    assert teeth["stale_rules"] == [] and "test_calibrate.py::test_known_broken" in teeth["selection"]["left_out"]
+    for mode in ("normal", "require_cudnn"):
         r = c.result(f"{CELL}-{mode}")
         assert r["verdict"] == "pass"
         assert [(s["mode"], s["key"], s["pattern"]) for s in r["stale_rules"]] == [(mode, "known_failures", BROKEN)]

@@ -144,9 +144,10 @@ def test_the_html_report_shows_the_grid_the_regressions_and_escapes_test_names(s
     html = (sweeper.root / "html" / "results" / "report.html").read_text()
     assert html.index("Regressions (") < html.index('<h2 id="grid">')  # regressions come first
     assert '<td class="fail">FAIL 5/1/0 (unexpected 1)</td>' in html  # the normal cell of the broken suite, its failure unexpected
-    # one group for one change: test_breakable broke in every cell and mode
-    assert ("<summary>test passed → failed: 1 test(s), 5 row(s) in 3 cell(s) x 3 mode(s) (normal, require_cudnn, "
-            "teeth)</summary>") in html
+    # one group for one change: test_breakable broke in every cell and mode that ran it (teeth leaves it out: it
+    # never dispatched cuDNN)
+    assert ("<summary>test passed → failed: 1 test(s), 4 row(s) in 3 cell(s) x 2 mode(s) (normal, require_cudnn)"
+            "</summary>") in html
     assert f"<p>Cells: s-{PY}-c914, s-{PY}-c919, {CELL}</p>" in html
     # the picture: the broken test's cell in the normal column is red, outlined, and reads baseline -> now
     assert '<td class="t-fail s-unexpected changed" title="no tier (failed; unexpected)">passed → failed</td>' in html

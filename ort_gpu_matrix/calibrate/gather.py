@@ -63,6 +63,11 @@ def seen_of(cell: Cell, result: Result, search: Sequence[Path], voice: Voice) ->
     if result.stopped:
         voice.say(f"not calibrated: {result.session}: the run was {result.stopped}")
         return None
+    if result.selection is not None and result.selection.left_out:  # nothing is known of them: no rule could say
+        voice.say(f"not calibrated: {result.session}: it left {len(result.selection.left_out)} test(s) out "
+                  "(teeth_scope \"known\"): calibrate from a run of every test (nox -s calibrate runs them, or a sweep "
+                  "with --full)")
+        return None
     report = report_of(result, search)
     if report is None:
         voice.say(f"not calibrated: {result.session}: the run left no probe report (see its log)")

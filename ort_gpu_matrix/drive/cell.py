@@ -26,7 +26,7 @@ from ..host import ortsource
 from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
 from ..host.room import cores
-from ..judge.verdicts import Verdict, refused, with_reasons
+from ..judge.verdicts import Verdict, not_stale_for, refused, with_reasons
 from ..plan.cells import Cell
 from ..store import results
 from ..store.results import Result, Selection, StoreError
@@ -94,12 +94,14 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
     if outcome.interrupt is not None or outcome.stopped:  # nothing to wait for: no outcome of it is carried
         return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
     entries, reasons, selection = carry.settle()
-    if scope.known:
-        cut = scope.cut
-        selection = Selection(True, cut.why) if not cut.drop else Selection(False, cut.why, "; ".join(cut.runs),
-                                                                           left_out=list(cut.drop))
     outcome.interrupt = outcome.interrupt or carry.interrupt  # stored first, then it stops nox (run_one)
     verdict = scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries))
+    if scope.known and scope.cut.drop:  # a teeth that left tests out: says which, and calls no rule of them stale
+        cut = scope.cut
+        selection = Selection(False, cut.why, "; ".join(cut.runs), left_out=list(cut.drop or []))
+        verdict = not_stale_for(verdict, cut.drop or [])
+    elif scope.known:
+        selection = Selection(True, scope.cut.why)
     return outcome, with_reasons(verdict, reasons), selection
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -27,7 +27,7 @@ from ..host.ortsource import SourceTree, skew
 from ..util.codec import stored
 from . import eps, subtests, tiers
 from .counts import Counts, Dispatch, TestResult, census, collected_of, count
-from .covers import rule_covers
+from .covers import covers, rule_covers
 from .flaky import judged
 from .libraries import Libraries, library_audit
 from .outcomes import FAILING, GONE, first_line, listing, teardown_of, test_of
@@ -348,6 +348,16 @@ def with_reasons(verdict: Verdict, reasons: list[str]) -> Verdict:
     if not reasons:
         return verdict
     return dataclasses.replace(verdict, status=Status.FAIL, reasons=[*verdict.reasons, *reasons])
+
+
+def not_stale_for(verdict: Verdict, left_out: Sequence[str]) -> Verdict:
+    """The verdict of a run that left tests out (a teeth's cut, knowncut.py): a rule that covers one of them matched
+    nothing because that test did not run, which says nothing of the rule, so it is not called stale."""
+    if not left_out:
+        return verdict
+    kept = [s for s in verdict.stale_rules if not any(covers(s.pattern, n) for n in left_out)]
+    gone = {s.warning() for s in verdict.stale_rules if s not in kept}
+    return dataclasses.replace(verdict, stale_rules=kept, warnings=[w for w in verdict.warnings if w not in gone])
 
 
 def scoped(verdict: Verdict, scope: str, selected: int | None) -> Verdict:
