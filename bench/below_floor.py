@@ -67,11 +67,19 @@ def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]
     env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
     (cwd / "pytest.ini").write_text("[pytest]\n")
     return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
-             "-p", "no:cacheprovider", "-q", "-rA", *cell.suite.pytest_args, *r.test_files], env, cwd)
+             "--confcutdir", r.suite_root, "-p", "no:cacheprovider", "-q", "-rA", *cell.suite.pytest_args,
+             *r.test_files], env, cwd)
 
 
-def bare_outcomes(output: str) -> dict[str, str]:
-    return {m.group(2): m.group(1).lower() for line in output.splitlines() if (m := _LINE.match(line))}
+def bare_outcomes(output: str, cwd: Path, root: str) -> dict[str, str]:
+    """The bare run's `-rA` lines as node ids relative to the suite's root (pytest prints them from its cwd)."""
+    out = {}
+    for line in output.splitlines():
+        m = _LINE.match(line)
+        if m:
+            path, sep, rest = m.group(2).partition("::")
+            out[os.path.relpath(os.path.normpath(cwd / path), root) + sep + rest] = m.group(1).lower()
+    return out
 
 
 def cell_outcomes(results: Path, session: str) -> dict[str, str] | None:
@@ -130,12 +138,16 @@ def main() -> int:
             _add(walls, cpus, codes, name, (w, c, code))
         print(f"pair {i + 1}: " + ", ".join(f"{k} {walls[k][-1]} s / {cpus[k][-1]} CPU-s" for k in walls), flush=True)
     mine = cell_outcomes(work / "cell", cell.mode_session("require_cudnn"))
-    diffs = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(last_bare), mine)
+    root = resolve(cell, matrix.workspace).suite_root
+    diffs = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(last_bare, cwd, root), mine)
     out = {"cell": cell.name, "repeat": args.repeat, "walls": walls, "cpus": cpus, "codes": codes,
            "wall_ratio": ratio(walls["bare"], walls["cell"]), "cpu_ratio": ratio(cpus["bare"], cpus["cell"]),
            "target": TARGET, "outcomes_differ": diffs, "log": str(log)}
     if args.full:
         out |= {"full_wall_ratio": ratio(walls["bare"], walls["full"]), "full_cpu_ratio": ratio(cpus["bare"], cpus["full"])}
+    if any(code not in (0, 1) for code in codes["bare"]):
+        print(f"warning: the bare run exited {codes['bare']}: it did not run the tests, and no ratio means anything "
+              f"(its output is in {log})")
     for key in ("wall_ratio", "cpu_ratio", "full_wall_ratio", "full_cpu_ratio"):
         if key in out:
             print(f"{key}: {out[key]}")
