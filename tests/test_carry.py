@@ -173,3 +173,23 @@ def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal
     marked = "test_tier.py::test_dispatches_where_marked"
     assert teeth["outcomes"][marked] == "failed" and teeth["teeth_coverage"]["bitten"] == 3
     assert second.proc.returncode == 0, second.output[-3000:]
+
+
+def test_the_junit_file_says_what_a_mode_carried_and_from_which_run(harness):
+    from junitparser import JUnitXml
+
+    from helpers import junit_cases
+
+    write(harness)
+    out = harness.tmp / "junit.xml"
+    harness.nox("-s", "sweep", "--", "--confirm", "0", "--junit-xml", str(out))
+    normal = json.loads((harness.results / f"{CELL}-normal.json").read_text())
+    cases = junit_cases(out)
+    source = f"{CELL}-normal {normal['run_id']}"
+    for test in CARRIED:
+        assert cases[(f"{CELL}-require_cudnn", test)][2]["carried_from"] == [source], test
+    for test in RAN:
+        assert "carried_from" not in cases[(f"{CELL}-require_cudnn", test)][2], test
+    suites = {s.name: {p.name: p.value for p in s.properties()} for s in JUnitXml.fromfile(str(out))}
+    assert suites[f"{CELL}-require_cudnn"]["carried"] == f"{len(CARRIED)} from {source}"
+    assert "carried" not in suites[f"{CELL}-normal"] and "selection" not in suites[f"{CELL}-normal"]

@@ -252,6 +252,11 @@ def _suite_properties(report: Report, r: Result) -> list[tuple[str, str]]:
         props.append(("gpu", ", ".join(f"{k} {v}" for k, v in sorted(r.gpu.items()) if v)))
     props += [(f"pinned_{k}", v) for k, v in sorted(lib["pinned"].items())]
     props += [(key, "; ".join(lib[key])) for key in ("cudnn_by_name", "cudart_by_name", "cudnn_copies") if lib[key]]
+    sel = r.selection
+    if sel is not None and not sel.full:  # what the mode did not run: carried from normal, or left out by teeth
+        props += [("selection", sel.why), *([("carried", f"{len(sel.carried)} from {sel.carried_from}")]
+                                           if sel.carried else []),
+                  *([("left_out", str(len(sel.left_out)))] if sel.left_out else [])]
     return props
 
 
