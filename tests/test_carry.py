@@ -176,9 +176,8 @@ def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal
 
 
 def test_the_junit_file_says_what_a_mode_carried_and_from_which_run(harness):
-    from junitparser import JUnitXml
-
     from helpers import junit_cases
+    from junitparser import JUnitXml
 
     write(harness)
     out = harness.tmp / "junit.xml"
