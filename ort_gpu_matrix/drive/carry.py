@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ort_matrix_probe.schema import TestEntry
+from ort_matrix_probe.schema import TestEntry, parent_of
 
 from ..config.modes import Mode, spec
 from ..execute.probe_report import read_report
 from ..execute.request import ModeRun
 from ..execute.testfiles import digest
-from ..judge.outcomes import listing
+from ..judge.outcomes import listing, test_of
 from ..judge.reads import ReadCensus
 from ..store import results
 from ..store.results import Result, ResultError, Selection
@@ -50,12 +50,12 @@ def changing(census: ReadCensus, outcomes: Mapping[str, str], names: tuple[str, 
     `names` are set, and why; the rest provably cannot."""
     out = {}
     for nodeid, outcome in outcomes.items():
-        if " " in nodeid:  # a subtest: it runs inside its test
+        if test_of(nodeid) != nodeid:  # a subtest, or a teardown's error: it runs with its test
             continue
         why = census.changes(nodeid, names)
         if why is None and outcome in ("skipped", "xfailed"):
             why = f"it {outcome} there (a skip may hide a gate)"
-        if why is None and any(o in ("skipped", "xfailed") for s, o in outcomes.items() if s.startswith(nodeid + " ")):
+        if why is None and any(o in ("skipped", "xfailed") for s, o in outcomes.items() if parent_of(s) == nodeid):
             why = "a subtest of it skipped there"
         if why is not None:
             out[nodeid] = why
@@ -125,7 +125,7 @@ class Carry:
             return
         runs = changing(found.reads, found.outcomes, self.names)
         self.chooser = found
-        self.carry = sorted(n for n in found.outcomes if " " not in n and n not in runs)
+        self.carry = sorted(n for n in found.outcomes if test_of(n) == n and n not in runs)
         self.why = (f"{len(runs)} test(s) ran that may change under {', '.join(self.names)} (chosen by the census "
                     f"of {ref(found)}); {len(self.carry)} carried")
 
@@ -149,7 +149,7 @@ class Carry:
         if source is None:
             reason = (f"{len(self.carry)} test(s) were left to be carried from {self.source_session}, which gave none "
                       f"({problem}): they have no outcome in this run")
-            return {}, [reason], Selection(False, self.why, ref(self.chooser) if self.chooser else None, None,
+            return {}, [reason], Selection(False, self.why, ref(self.chooser) if self.chooser else None, None, [],
                                            list(self.carry))
         report, bad = self._entries(source)
         reasons = [] if not bad else [
