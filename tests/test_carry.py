@@ -192,3 +192,21 @@ def test_the_junit_file_says_what_a_mode_carried_and_from_which_run(harness):
     suites = {s.name: {p.name: p.value for p in s.properties()} for s in JUnitXml.fromfile(str(out))}
     assert suites[f"{CELL}-require_cudnn"]["carried"] == f"{len(CARRIED)} from {source}"
     assert "carried" not in suites[f"{CELL}-normal"] and "selection" not in suites[f"{CELL}-normal"]
+
+
+def test_a_carried_regression_is_confirmed_by_a_real_rerun_and_no_carried_test_goes_missing(harness, tmp_path):
+    """test_fails_once fails once, in normal, then passes: require_cudnn carries that failure. Swept against a
+    baseline where it passed, both modes' regressions are rerun: require_cudnn's rerun runs the test for real, and
+    the judging again keeps every carried outcome (none reads as gone)."""
+    write(harness)
+    env = {"MATRIX_BASELINES": str(tmp_path / "baselines")}
+    assert harness.nox("-s", "sweep", "--", "--save-baseline", "b", "--confirm", "0", env=env).proc.returncode != 0
+    env["CARRY_FAIL_ONCE"] = str(tmp_path / "failed-once")
+    run = harness.nox("-s", "sweep", "--", "--baseline", "b", "--gate", "regressions", "--confirm", "1", env=env)
+    req = run.result("require_cudnn")
+    test = "test_readers.py::test_fails_once"
+    assert test in req["selection"]["carried"]
+    tests = {t["test"]: t for t in req["confirmation"]["tests"]}
+    assert test in tests and tests[test]["unconfirmed"], req["confirmation"]
+    assert req["outcomes"][test] == "passed" and set(req["outcomes"]) >= CARRIED | RAN
+    assert run.proc.returncode == 0, run.output[-3000:]
