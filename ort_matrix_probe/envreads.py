@@ -96,19 +96,24 @@ class Reads:
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
-        self.where: Callable[[], tuple[str, str]] = lambda: ("scope", ALL)  # before any hook: a conftest's import
+        # (kind, node, the collected module's file or None): before any hook, a conftest's import
+        self.where: Callable[[], tuple[str, str, str | None]] = lambda: ("scope", ALL, None)
         self.tests: dict[str, set[str]] = {}
         self.scopes: dict[str, dict[str, str]] = {}
 
-    def saw(self, name: str) -> None:
+    def saw(self, name: str, child: bool = False) -> None:
         site = _callsite()
         if site is None:
             return
-        kind, node = self.where()
+        kind, node, module = self.where()
         if kind == "test":
             self.tests.setdefault(node, set()).add(name)
-        else:
-            self.scopes.setdefault(node, {}).setdefault(name, site)
+            return
+        if module is not None and not child and os.path.realpath(site.rsplit(":", 1)[0]) != module:
+            # a helper read it as a module was collected: its value may sit in that helper, shared by every module
+            # that imports it; the exited child process of a helper is the collected module's (guide: limits)
+            node = ALL
+        self.scopes.setdefault(node, {}).setdefault(name, site)
 
     def take(self, nodeid: str) -> list[str]:
         """The names a test read, once, as it ends (they travel on its report)."""
@@ -147,7 +152,7 @@ def _environ_class(base: type, reads: Reads, decode: Callable[[Any], str]) -> ty
 def _child(reads: Reads, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def starting(*args: Any, **kwargs: Any) -> Any:
-        reads.saw(EVERYTHING)  # the child inherits the whole environment
+        reads.saw(EVERYTHING, child=True)  # the child inherits the whole environment
         return fn(*args, **kwargs)
     return starting
 
@@ -189,14 +194,15 @@ class Census:
     def __init__(self, reads: Reads) -> None:
         self.reads = reads
         self.test: str | None = None
-        self.stack: list[str] = []  # the scopes open now, innermost last: a collector's or a wide fixture's
+        # the scopes open now, innermost last: a collector's (with its module's file) or a wide fixture's
+        self.stack: list[tuple[str, str | None]] = []
         self.gathered: list[dict[str, Any]] = []  # the workers' wider reads, as each went down
         reads.where = self.where
 
-    def where(self) -> tuple[str, str]:
+    def where(self) -> tuple[str, str, str | None]:
         if self.stack:
-            return "scope", self.stack[-1]
-        return ("test", self.test) if self.test is not None else ("scope", ALL)
+            return ("scope", *self.stack[-1])
+        return ("test", self.test, None) if self.test is not None else ("scope", ALL, None)
 
     @staticmethod
     def _prefix(node: Any) -> str:
@@ -206,7 +212,9 @@ class Census:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_make_collect_report(self, collector: Any) -> Any:
-        self.stack.append(self._prefix(collector))  # a module's import and parametrization: its tests'
+        path = getattr(collector, "path", None)
+        module = os.path.realpath(str(path)) if path is not None and str(path).endswith(".py") else None
+        self.stack.append((self._prefix(collector), module))  # a module's import and parametrization: its tests'
         try:
             yield
         finally:
@@ -218,7 +226,7 @@ class Census:
         wide = scope != "function"
         if wide:  # its value serves every test of its scope: a class's or module's, or every test
             node = getattr(request, "node", None) if scope in ("class", "module") else None
-            self.stack.append(self._prefix(node) if node is not None else ALL)
+            self.stack.append((self._prefix(node) if node is not None else ALL, None))
         try:
             yield
         finally:
@@ -248,7 +256,11 @@ class Census:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.gathered += json.loads(getattr(node, "workeroutput", {}).get(_WORKER_KEY) or "[]")
+        sent = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+        if error is not None or sent is None:  # a worker that died took its wide reads with it: assume every one
+            gone = f"worker {getattr(getattr(node, 'gateway', None), 'id', '?')} went down: its census is lost"
+            self.gathered.append({"scope": ALL, "names": [EVERYTHING], "where": [gone]})
+        self.gathered += json.loads(sent or "[]")
 
     def report(self) -> EnvReads:
         """The report's `env_reads`: the names watched, and every process's reads wider than a test."""

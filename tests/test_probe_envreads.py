@@ -229,3 +229,20 @@ def test_same():
     assert type(os.environ) is kind and id(os.environ) == before
     import subprocess
     assert subprocess._fork_exec.__module__ == "_posixsubprocess" and os.system.__module__ == "posix"
+
+
+def test_a_helper_that_reads_at_import_counts_for_every_test_and_a_lost_worker_for_everything(run, pytester):
+    """common.py reads the canary as the first module that imports it is collected; the second module shares the
+    value without reading: so the read is every test's, not the first module's. A worker that dies takes its wide
+    reads with it: the census then says everything was read, never less."""
+    pytester.makepyfile(common='import os\nREQUIRE = os.environ.get("MY_CANARY") == "1"\n',
+                        test_first="import common\n\ndef test_first():\n    assert not common.REQUIRE\n",
+                        test_second="import common\n\ndef test_second():\n    assert not common.REQUIRE\n")
+    result, report = run("test_first.py", "test_second.py")
+    result.assert_outcomes(passed=2)
+    assert scopes_of(report) == {"": [CANARY]}
+    assert report["env_reads"]["scopes"][0]["where"][0].endswith("common.py:2")
+    pytester.makepyfile(test_dies="import os\n\ndef test_dies():\n    os._exit(3)\n")
+    result, report = run("test_dies.py", "test_first.py", "-n", "1")
+    lost = report["env_reads"]["scopes"][0]
+    assert lost["scope"] == "" and lost["names"][0] == "*" and "went down: its census is lost" in lost["where"][0]
