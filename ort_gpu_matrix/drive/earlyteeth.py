@@ -16,6 +16,7 @@ Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would no
 """
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,8 +107,9 @@ def hand_over(ended: scheduler.Job, jobs: list[scheduler.Job], handoff: Handoff 
             found = readback.fresh_result(ended, results_dir)
             try:
                 handoff.give(job.session, found)
-            except OSError as exc:  # the teeth then waits out its bound and fails, saying so; nothing else stops
-                voice.log(f"{job.session}: the census could not be handed over: {exc}")
+            except OSError as exc:  # it would wait for ever: stopped instead, it stores an interrupted result
+                voice.log(f"{job.session}: the census could not be handed over ({exc}): stopping it")
+                job.proc.send_signal(signal.SIGINT)
             else:  # the reason may quote a stored run id, which is read from a file: escaped for the terminal
                 voice.log(f"{job.session}: handed the census of {ended.session}"
                     + (f" run {found.run_id}" if not isinstance(found, str) else f": none ({term(found)})"))

@@ -1,20 +1,22 @@
-"""What a teeth of `teeth_scope = "known"` leaves out: the tests no run of the cell ever saw dispatch its tier.
+"""What a teeth of `teeth_scope = "known"` leaves out: the tests no run of the cell ever saw dispatch a fast tier.
 
-Forcing MATH can only bite a test that dispatched the tier it takes away (on ORT's attention suite, 71 of
-198). So teeth runs the tests that dispatched that tier in any run of the cell on record (this process's
-normal and require_cudnn, and the last few stored runs of each, whatever their venv: a test that once
-dispatched it is kept), those known_toothless names, and every test no run on record has seen. It leaves
-out only the tests every such run saw and none saw dispatch the tier. With no run on record, or `--full`,
-it runs every test.
+Forcing MATH can only change a test that dispatched a tier it takes away: the canary's (on ORT's attention
+suite, 71 of 198 tests dispatched cuDNN), and any other fast one (FLASH, memory-efficient), whose tests may fail
+under MATH for other reasons, which teeth reports. So teeth runs the tests that dispatched any tier but MATH in
+a run of the cell on record (this process's normal and require_cudnn, and the last few stored runs of each,
+whatever their venv: a test that once dispatched one is kept), those known_toothless or known_failures name,
+and every test no run of this venv and these test files has seen. Without this run's require_cudnn of the
+same venv (its coverage is judged by it), or with `--full`, it runs every test.
 
-Its coverage is still judged against this run's own require_cudnn, as every teeth's is: a test that dispatched
-the tier there and was left out here fails teeth by name (judge/verdicts.py). Teeth starts once that run is
-stored, so it is on record here and such a test can only come from a census that changed since.
+A test that dispatched the canary's tier in this run's require_cudnn and was left out here fails teeth by
+name (judge/verdicts.py). Teeth starts once that run is stored, so it is on record here, and such a test can
+only come from a census that changed since.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..config.kernels import MATH
 from ..config.model import TeethExpect
 from ..config.modes import Mode
 from ..execute.request import ModeRun
@@ -54,20 +56,27 @@ def _on_record(cr: CellRuns, run: ModeRun) -> list[Result]:
     return [found[k] for k in sorted(found)]
 
 
-def known_cut(cr: CellRuns, run: ModeRun) -> KnownCut:
-    """What this teeth leaves out, decided as it starts."""
+def known_cut(cr: CellRuns, run: ModeRun, prior: Result | None, tests_digest: str) -> KnownCut:
+    """What this teeth leaves out, decided as it starts. `prior`: this run's require_cudnn of the same venv, which
+    its coverage is judged by; without one nothing is left out (nothing would check what was)."""
     if cr.full or run.cell.suite.full:
         return KnownCut(None, "every test ran: " + ("--full" if cr.full else f"suite {run.cell.suite.id} sets full"))
     expect = run.cell.suite.expect[run.mode]
     assert isinstance(expect, TeethExpect)
+    if prior is None:
+        return KnownCut(None, "every test ran: no require_cudnn run of this venv in this nox process or sweep to "
+                              "check what a cut would leave out")
     runs = _on_record(cr, run)
-    if not runs:
-        return KnownCut(None, f"every test ran: no run of {run.cell.name} on record to know its {expect.tier} tests by")
-    seen = {test_of(n) for r in runs for n in collected(r.outcomes)}
-    tier = {test_of(n) for r in runs for n in r.dispatch.tier_tests(expect.tier)}
-    named = {n for n in seen if any(rule_covers(rule, n) for rule in expect.known_toothless)}
-    drop = sorted(seen - tier - named)
+    same = [r for r in runs if r.venv.fingerprint == run.venv.fingerprint
+            and r.selection is not None and r.selection.tests_digest == tests_digest]
+    # seen: only in runs of this venv and these files (a test another venv saw may act otherwise here); a fast tier
+    # from any run: forcing MATH takes every one away, not only the canary's, and any of them may fail for it
+    seen = {test_of(n) for r in same for n in collected(r.outcomes)}
+    fast = {test_of(n) for r in runs for n, tiers in r.dispatch.tests.items() if any(t != MATH for t in tiers)}
+    named = {n for n in seen if any(rule_covers(rule, n) for rule in (*expect.known_toothless,
+                                                                     *expect.known_failures))}
+    drop = sorted(seen - fast - named)
     refs = [f"{r.session} {r.run_id}" for r in runs]
-    return KnownCut(drop, f"{len(seen) - len(drop)} known test(s) ran that dispatched {expect.tier} in a run on record "
-                          f"or that known_toothless names, and any test no run has seen; {len(drop)} left out "
-                          f"({len(runs)} run(s) read)", refs)
+    return KnownCut(drop, f"{len(seen) - len(drop)} known test(s) ran that dispatched a tier MATH takes away in a run "
+                          "on record, or that known_toothless or known_failures names, and any test no run of this "
+                          f"venv and these files has seen; {len(drop)} left out ({len(runs)} run(s) read)", refs)

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config.model import TeethExpect
 from ..config.modes import Mode, spec
 from ..execute.request import Kept, ModeRun
+from ..execute.testfiles import digest
 from ..host.room import cores, workers_of
 from ..judge.counts import Dispatch
 from ..judge.covers import rule_covers
@@ -134,7 +135,7 @@ class TeethScope:
         self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
         self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
         if self.known:
-            self.cut = known_cut(self.cr, self.run)
+            self.cut = known_cut(self.cr, self.run, prior, digest(self.run.resolved))
 
     def _kept_line(self) -> str:
         assert self.keep is not None and self.prior is not None  # only a census keeps tests
