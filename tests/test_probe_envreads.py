@@ -232,8 +232,8 @@ def test_same():
 
 
 def test_a_helper_that_reads_at_import_counts_for_every_test_and_a_lost_worker_for_everything(run, pytester):
-    """common.py reads the canary as the first module that imports it is collected; the second module shares the
-    value without reading: so the read is every test's, not the first module's. A worker that dies takes its wide
+    """The helper module `common` reads the canary as the first module that imports it is collected; the second
+    module shares the value without reading: so the read is every test's, not the first module's. A worker that dies takes its wide
     reads with it: the census then says everything was read, never less."""
     pytester.makepyfile(common='import os\nREQUIRE = os.environ.get("MY_CANARY") == "1"\n',
                         test_first="import common\n\ndef test_first():\n    assert not common.REQUIRE\n",
