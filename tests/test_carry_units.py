@@ -29,3 +29,23 @@ def test_each_way_a_census_says_a_test_may_change():
     assert ReadCensus().changes("f.py::t", (CANARY,)) == "no census of its reads"
     assert census(scopes={"": [CANARY]}).wide("", (CANARY,)) == f"{CANARY} was read, for every test"
     assert covers("", "any.py::t") and covers("a.py", "a.py::t") and not covers("a.py", "a.py2::t")
+
+
+def test_a_census_is_read_from_the_probe_report_as_it_stands():
+    assert ReadCensus.of(None) == ReadCensus() and not ReadCensus.of(None).taken
+    assert ReadCensus.of({"tests": {}}) == ReadCensus()  # a report of no census (version 5, or nothing watched)
+    report = {"tests": {"f.py::b": {"env_reads": ["*", CANARY]}, "f.py::a": {"env_reads": []}, "f.py::c": {}},
+              "env_reads": {"watched": ["Z", CANARY], "scopes": [
+                  {"scope": "", "names": ["*"], "where": ["worker gw1 went down"]},
+                  {"scope": "g.py", "names": [CANARY, "*"], "where": ["/x/g.py:2", "/x/g.py:5"]}]}}
+    got = ReadCensus.of(report)
+    assert got == ReadCensus(True, [CANARY, "Z"], {"f.py::b": ["*", CANARY]}, {"": ["*"], "g.py": [CANARY, "*"]},
+                             {"": ["worker gw1 went down"], "g.py": ["/x/g.py:2", "/x/g.py:5"]})
+    assert got.changes("g.py::t", (CANARY,)) == ("the whole environment (copied, iterated or inherited by a child "
+                                                 "process) was read at worker gw1 went down, for every test")
+    both = f"{CANARY} and the whole environment (copied, iterated or inherited by a child process)"
+    assert got.wide("g.py", (CANARY,)) == f"{both} was read at /x/g.py:2, for every test of g.py"
+    assert got.wide("g.py", ("Y",)).startswith("the whole environment") and got.wide("h.py", (CANARY,)) is None
+    partial = ReadCensus(True, [CANARY], {}, {"g.py": [CANARY, "*"]}, {"g.py": ["/x/g.py:2"]})  # sites lost
+    assert partial.wide("g.py", (CANARY,)) == f"{both} was read, for every test of g.py"
+    assert got.changes("f.py::b", (CANARY,)) == f"it read {both}"
