@@ -29,14 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.one_gpu import bare_cmd  # noqa: E402
 from bench.run import median, nox_cmd  # noqa: E402
 from ort_gpu_matrix.config.loader import load_matrix  # noqa: E402
 from ort_gpu_matrix.config.overrides import Overrides  # noqa: E402
-from ort_gpu_matrix.envs.venvs import ensure_venv  # noqa: E402
-from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
 from ort_gpu_matrix.host.host import resolve  # noqa: E402
 from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
-from ort_gpu_matrix.util.voice import Voice, unheard  # noqa: E402
 
 TARGET = 1.4
 _LINE = re.compile(r"^(PASSED|FAILED|ERROR) (\S+)")
@@ -56,19 +54,6 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> tuple[fl
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(cmd)}\n{proc.stdout}\n")
     return round(wall, 3), round(used, 3), proc.returncode, proc.stdout
-
-
-def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]:
-    r = resolve(cell, matrix.workspace)
-    with ensure_venv(cell, r, matrix.workspace.venvs_dir, Voice.plain(log=unheard)) as venv:
-        pass
-    cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
-    env, _ = mode_env("require_cudnn", cell.suite, r, venv.path, {})
-    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
-    (cwd / "pytest.ini").write_text("[pytest]\n")
-    return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
-             "--confcutdir", r.suite_root, "-p", "no:cacheprovider", "-q", "-rA", *cell.suite.pytest_args,
-             *r.test_files], env, cwd)
 
 
 def bare_outcomes(output: str, cwd: Path, root: str) -> dict[str, str]:
@@ -125,7 +110,8 @@ def main() -> int:
     sides: dict[str, tuple[list[str], Path]] = {"cell": ([], work / "cell")} | ({"full": (["--", "--full"], work / "full")} if args.full else {})
     for extra, results in sides.values():  # warmed: the census and the runs on record are there, as on day two
         timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
-    cmd, env, cwd = bare_cmd(matrix, cell, work)
+    root = resolve(cell, matrix.workspace).suite_root  # its conftests cut there, its ids read from there
+    cmd, env, cwd = bare_cmd(matrix, cell, work, "require_cudnn", ("--confcutdir", root, "-rA"))
     walls: dict[str, list[float]] = {k: [] for k in ("bare", *sides)}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
     codes: dict[str, list[int]] = {k: [] for k in walls}
@@ -138,7 +124,6 @@ def main() -> int:
             _add(walls, cpus, codes, name, (w, c, code))
         print(f"pair {i + 1}: " + ", ".join(f"{k} {walls[k][-1]} s / {cpus[k][-1]} CPU-s" for k in walls), flush=True)
     mine = cell_outcomes(work / "cell", cell.mode_session("require_cudnn"))
-    root = resolve(cell, matrix.workspace).suite_root
     diffs = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(last_bare, cwd, root), mine)
     out = {"cell": cell.name, "repeat": args.repeat, "walls": walls, "cpus": cpus, "codes": codes,
            "wall_ratio": ratio(walls["bare"], walls["cell"]), "cpu_ratio": ratio(cpus["bare"], cpus["cell"]),

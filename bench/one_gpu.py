@@ -124,16 +124,18 @@ def start_cost(results: Path) -> dict[str, dict]:
     return out
 
 
-def bare_cmd(matrix, cell, work: Path) -> tuple[list[str], dict[str, str], Path]:
+def bare_cmd(matrix, cell, work: Path, mode: str = "normal",
+             extra: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str], Path]:
+    """pytest by hand in the cell's venv, with `mode`'s environment, in a dir of its own; `extra` before the files."""
     r = resolve(cell, matrix.workspace)
     with ensure_venv(cell, r, matrix.workspace.venvs_dir, Voice.plain(log=unheard)) as venv:
         pass
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
-    test_env, _ = mode_env("normal", cell.suite, r, venv.path, {})
+    test_env, _ = mode_env(mode, cell.suite, r, venv.path, {})
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
     (cwd / "pytest.ini").write_text("[pytest]\n")
     return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
-             "-p", "no:cacheprovider", "-q", *cell.suite.pytest_args, *r.test_files], test_env, cwd)
+             "-p", "no:cacheprovider", "-q", *extra, *cell.suite.pytest_args, *r.test_files], test_env, cwd)
 
 
 def main() -> int:
