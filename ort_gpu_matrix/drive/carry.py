@@ -94,8 +94,8 @@ class Carry:
     interrupt: KeyboardInterrupt | None = None  # came while it waited for the source: raised once stored
 
     @classmethod
-    def open(cls, cr: CellRuns, run: ModeRun) -> Carry:
-        mine = cls(cr, run, digest(run.resolved))
+    def open(cls, cr: CellRuns, run: ModeRun, tests_digest: str | None = None) -> Carry:
+        mine = cls(cr, run, tests_digest or digest(run.resolved))
         source = spec(run.mode).carries_from
         if source is None:
             mine.why = f"{run.mode} carries no test from another mode"

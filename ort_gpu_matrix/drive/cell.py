@@ -22,6 +22,7 @@ from ..envs import libsets
 from ..envs.venvs import BuildError, Venv, ensure_venv
 from ..execute.mode_run import EarlyAbandoned, RunOutcome, not_started, remove_workdir, run_mode
 from ..execute.request import KeepLater, Launch, ModeRun
+from ..execute.testfiles import digest
 from ..host import ortsource
 from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
@@ -68,12 +69,13 @@ def run_one(cr: CellRuns, venv: Venv, mode: str) -> Result:
 
 def _attempt(cr: CellRuns, run: ModeRun) -> tuple[RunOutcome, Result]:
     with locked(run, cr.voice) as scratch:
-        scope = TeethScope.open(cr, run)  # where its census comes from; resolved now unless it comes later
-        carry = Carry.open(cr, run)  # which tests it leaves out, their outcomes carried from normal (carry.py)
+        tests_digest = digest(run.resolved)  # of the files it runs: hashed once, read by both below
+        scope = TeethScope.open(cr, run, tests_digest)  # where its census comes from; resolved now unless it comes later
+        carry = Carry.open(cr, run, tests_digest)  # which tests it leaves out, their outcomes carried from normal
         cr.voice.log(f"{run.session}: pytest in a private dir, LD_PRELOAD={':'.join(run.resolved.preload) or '(none)'}")
         early = _run_early(cr, run, scratch, scope) if scope.file is not None else None
         outcome, verdict, selection = _judged(cr, run, scratch, scope, early, carry)
-        selection = dataclasses.replace(selection, tests_digest=carry.tests_digest)
+        selection = dataclasses.replace(selection, tests_digest=tests_digest)
         return outcome, keep(run, outcome, verdict, cr.source, selection=selection)
 
 

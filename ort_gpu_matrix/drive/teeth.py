@@ -77,8 +77,11 @@ class TeethScope:
     so retires the session's current result: a run is starting."""
 
     @classmethod
-    def open(cls, cr: CellRuns, run: ModeRun) -> TeethScope:
+    def open(cls, cr: CellRuns, run: ModeRun, tests_digest: str | None = None) -> TeethScope:
+        """`tests_digest`: of the test files this run runs (execute/testfiles.py), hashed by the caller once for
+        the run; hashed here where none is given and a "known" teeth needs it."""
         scope = cls(cr, run)
+        scope.tests_digest = tests_digest
         if scope.file is None:
             scope._resolve(scope.here)
         return scope
@@ -89,6 +92,7 @@ class TeethScope:
         self.file: Path | None = None if here is not None else later_of(cr.census_files, run.cell, run.mode)
         self.known = spec(run.mode).coverage_from is not None and run.cell.suite.teeth_scope == "known"
         self.cut = KnownCut(None, "every test ran")  # what a "known" teeth leaves out (knowncut.py)
+        self.tests_digest: str | None = None
         self.basis = None if self.file is None else earlyteeth.basis(cr.workspace.results_dir, run.session)
         self.came = False  # the census is here, or word that none will come: resolved
         self.prior: Result | None = None
@@ -135,7 +139,7 @@ class TeethScope:
         self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
         self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
         if self.known:
-            self.cut = known_cut(self.cr, self.run, prior, digest(self.run.resolved))
+            self.cut = known_cut(self.cr, self.run, prior, self.tests_digest or digest(self.run.resolved))
 
     def _kept_line(self) -> str:
         assert self.keep is not None and self.prior is not None  # only a census keeps tests
