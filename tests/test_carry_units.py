@@ -49,3 +49,71 @@ def test_a_census_is_read_from_the_probe_report_as_it_stands():
     partial = ReadCensus(True, [CANARY], {}, {"g.py": [CANARY, "*"]}, {"g.py": ["/x/g.py:2"]})  # sites lost
     assert partial.wide("g.py", (CANARY,)) == f"{both} was read, for every test of g.py"
     assert got.changes("f.py::b", (CANARY,)) == f"it read {both}"
+
+
+def test_carried_entries_are_judged_with_the_runs_own_and_an_exit_5_of_dropped_tests_is_no_reason():
+    from test_judge_units import COUNTS, ev, report
+
+    from ort_gpu_matrix.config.model import PassExpect
+    from ort_gpu_matrix.judge.verdicts import Standard, Status, judge
+
+    own = report({"t::a": {"outcome": "passed", "sdpa": ["MATH"]}})
+    carried = {"t::b": {"outcome": "failed", "message": "boom", "sdpa": ["CUDNN_FLASH_ATTENTION"]}}
+    v = judge(ev(own), Standard(COUNTS, PassExpect(), (), "/venv"), carried=carried)
+    assert v.outcomes == {"t::a": "passed", "t::b": "failed"} and v.status is Status.FAIL
+    assert (v.counts.collected, v.counts.passed, v.counts.failed) == (2, 1, 1)
+    assert v.dispatch.tests == {"t::a": ["MATH"], "t::b": ["CUDNN_FLASH_ATTENTION"]}
+    assert v.reasons == ["1 unexpected failure(s): t::b failed: boom"], v.reasons
+    empty = report({}, exitstatus=5)
+    kept = {"t::b": {"outcome": "passed"}}
+    assert judge(ev(empty, exit_code=5, dropped=1), Standard(COUNTS, PassExpect(), (), "/venv"), carried=kept).reasons == []
+    said = judge(ev(empty, exit_code=5), Standard(COUNTS, PassExpect(), (), "/venv"), carried=kept).reasons
+    assert any("pytest exit 5" in r for r in said)  # nothing dropped: nothing collected is a reason still
+
+
+def test_more_reasons_fail_a_verdict_and_a_rule_of_a_left_out_test_is_not_stale():
+    import dataclasses
+
+    from test_judge_units import COUNTS, ev, report
+
+    from ort_gpu_matrix.config.model import PassExpect
+    from ort_gpu_matrix.judge.stale import StaleRule
+    from ort_gpu_matrix.judge.verdicts import Standard, Status, judge, not_stale_for, with_reasons
+
+    v = judge(ev(report({"t::a": {"outcome": "passed"}})), Standard(COUNTS, PassExpect(), (), "/venv"))
+    assert with_reasons(v, []) is v
+    failed = with_reasons(v, ["x"])
+    assert (failed.status, failed.reasons) == (Status.FAIL, [*v.reasons, "x"])
+    gone, kept = StaleRule("known_failures", "^t::gone$", "r", "w"), StaleRule("known_failures", "^t::here$", "r", "w")
+    stale = dataclasses.replace(v, stale_rules=[gone, kept], warnings=["other", gone.warning(), kept.warning()])
+    assert not_stale_for(stale, []) is stale
+    cut = not_stale_for(stale, ["t::gone"])
+    assert cut.stale_rules == [kept] and cut.warnings == ["other", kept.warning()]
+
+
+def test_confirmation_reads_a_carried_tests_entry_from_the_run_it_came_from(tmp_path):
+    import json
+
+    from helpers import result
+
+    from ort_gpu_matrix.compare.suspects import _report
+    from ort_gpu_matrix.store.results import Selection
+
+    runs = tmp_path / "runs"
+    (runs / "c1-normal" / "N").mkdir(parents=True)
+    (runs / "c1-normal" / "N" / "report.json").write_text(json.dumps(
+        {"tests": {"t::b": {"outcome": "failed"}, "t::c": {"outcome": "passed"}}}))
+    own = runs / "c1-require_cudnn" / "R"
+    own.mkdir(parents=True)
+    (own / "report.json").write_text(json.dumps({"tests": {"t::a": {"outcome": "passed"}},
+                                                 "collected": {"gw0": 1, "gw1": 1}}))
+    sel = Selection(False, "why", "c1-normal N", "c1-normal N", ["t::b"])
+    r = result("require_cudnn", {"t::a": "passed", "t::b": "failed"}, report=str(own / "report.json"),
+               bundle=str(own), selection=sel)
+    got = _report(r)
+    assert got["tests"] == {"t::a": {"outcome": "passed"}, "t::b": {"outcome": "failed"}}  # t::c was not carried
+    assert got["collected"] == {"with the carried": 2}
+    assert _report(result("require_cudnn", report=str(own / "report.json"), bundle=str(own)))["tests"] == {
+        "t::a": {"outcome": "passed"}}  # nothing carried: the run's own report as it is
+    lost = Selection(False, "why", "c1-normal N", "c1-normal M", ["t::b"])
+    assert _report(result("require_cudnn", report=str(own / "report.json"), bundle=str(own), selection=lost)) is None
