@@ -158,21 +158,36 @@ def test_a_known_teeth_runs_the_tier_tests_of_the_runs_on_record_and_leaves_out_
 
 def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal_and_leaves_out_the_rest(
         harness, tmp_path):
-    """As the modes overlap on one GPU (as children), teeth starts once require_cudnn is stored, which waited for
-    normal: both are on record, and a test that dispatches cuDNN for the first time now is run, and bites."""
-    env = {**fake_gpu(tmp_path), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
+    """As the modes overlap on one GPU (as children), teeth's cut is decided once require_cudnn is stored, which
+    waited for normal: both are on record, and a test that dispatches cuDNN for the first time now is run, and
+    bites. From the second run on, teeth starts with the pair (a last run of it is on record): its processes
+    collect every file while the pair runs, and are handed what to leave out once require_cudnn is stored."""
+    # memory for three runs even where none has a peak on record (each then counts as a quarter of the GPU)
+    env = {**fake_gpu(tmp_path, free="139000"), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
     write_tier(harness)
     first = harness.nox("-s", CELL, env=env)
     assert first.proc.returncode == 0 and "overlapping" in first.output, first.output[-3000:]
+    assert "may start while" not in first.output  # no last teeth run: it starts after require_cudnn
     teeth = first.result("teeth")
     assert set(teeth["outcomes"]) == BITES and set(teeth["selection"]["left_out"]) == PLAIN
     assert teeth["teeth_coverage"]["checked"] and teeth["teeth_coverage"]["bitten"] == 2
     (tmp_path / "marker").write_text("")  # now test_dispatches_where_marked dispatches cuDNN: no run on record saw it
-    second = harness.nox("-s", CELL, env=env)
-    teeth = second.result("teeth")
+    second = harness.nox("-s", CELL, env={**env, "TIER_SLOW_S": "4"})  # normal outlasts teeth's start
+    assert second.proc.returncode == 0, second.output[-3000:]
+    assert f"{CELL}-teeth: may start while {CELL}-require_cudnn runs" in second.output, second.output[-3000:]
+    teeth, req = second.result("teeth"), second.result("require_cudnn")
     marked = "test_tier.py::test_dispatches_where_marked"
     assert teeth["outcomes"][marked] == "failed" and teeth["teeth_coverage"]["bitten"] == 3
-    assert second.proc.returncode == 0, second.output[-3000:]
+    assert set(teeth["selection"]["left_out"]) == PLAIN - {marked} and not teeth["selection"]["full"]
+    assert set(teeth["outcomes"]) == BITES | {marked}
+    child = (harness.results / "sweep-logs" / f"{CELL}-teeth.log").read_text()
+    assert "started early" in child and "census handed over after " in child, child[-3000:]
+    assert f": {len(PLAIN) - 1} test(s) left out" in child, child[-3000:]
+    timings = json.loads((harness.results / teeth["bundle"] / "report.json").read_text())["timings"]
+    stored = (harness.results / req["bundle"] / "result.json").stat().st_mtime
+    assert timings["controller"]["process_start"] < stored  # it started while require_cudnn ran
+    firsts = [m["first_test_start"] for m in timings.values() if m.get("first_test_start")]
+    assert firsts and min(firsts) > stored  # its tests ran only once the census was stored
 
 
 def test_the_junit_file_says_what_a_mode_carried_and_from_which_run(harness):

@@ -117,3 +117,67 @@ def test_confirmation_reads_a_carried_tests_entry_from_the_run_it_came_from(tmp_
         "t::a": {"outcome": "passed"}}  # nothing carried: the run's own report as it is
     lost = Selection(False, "why", "c1-normal N", "c1-normal M", ["t::b"])
     assert _report(result("require_cudnn", report=str(own / "report.json"), bundle=str(own), selection=lost)) is None
+
+
+def test_a_census_that_cannot_be_handed_over_stops_the_waiting_child_with_sigint_and_says_why(tmp_path):
+    """A child waits for its handoff file without bound (it dies with its parent). If the parent cannot write
+    the file, the child would wait for ever: it is sent SIGINT instead, and stores an interrupted result."""
+    import signal
+    import subprocess
+    import sys
+
+    from ort_gpu_matrix.config.model import Libs, Ort, Suite, Torch
+    from ort_gpu_matrix.drive.earlyteeth import hand_over
+    from ort_gpu_matrix.drive.handoff import Handoff
+    from ort_gpu_matrix.drive.scheduler import jobs_of
+    from ort_gpu_matrix.plan.cells import Cell
+    from ort_gpu_matrix.util.voice import Voice
+
+    modes = ("normal", "require_cudnn", "teeth")
+    cell = Cell("g-a", "3.12", Ort(id="o"), Torch(id="t"), Libs(id="a"), Suite(id="s"), modes, "k")
+    normal, req, teeth = jobs_of([(cell, modes)], tmp_path)
+    lines: list[str] = []
+    handoff = Handoff(Voice.plain(log=lines.append))
+    handoff.close()
+    handoff.dir.write_text("")  # a file where its dir was: nothing can be written in it
+    teeth.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        hand_over(req, [normal, req, teeth], handoff, tmp_path, Voice.plain(log=lines.append))
+        assert teeth.proc.wait(timeout=10) == -signal.SIGINT
+    finally:
+        teeth.proc.kill()
+        handoff.dir.unlink()
+    assert any(line.startswith("g-a-teeth: the census could not be handed over (") and line.endswith("stopping it")
+               for line in lines), lines
+
+
+def test_teeths_known_cut_keeps_every_test_a_fast_tier_or_a_rule_names_and_every_test_this_venv_has_not_seen():
+    """knowncut.left_out on stored results: what a "known" teeth leaves out, rule by rule."""
+    from helpers import result
+
+    from ort_gpu_matrix.config.model import TeethExpect
+    from ort_gpu_matrix.config.rules import Rule
+    from ort_gpu_matrix.drive.knowncut import left_out
+    from ort_gpu_matrix.judge.counts import Dispatch
+    from ort_gpu_matrix.store.results import Selection, VenvInfo
+
+    here, other = {"ort": "1.31.1"}, {"ort": "1.30.0"}
+    files = ["f.py::t_cudnn", "f.py::t_flash", "f.py::t_math", "f.py::t_plain", "f.py::t_failing", "f.py::t_toothless",
+             "f.py::T::t_sub", "f.py::T::t_sub (i=1)"]
+    mine = result("require_cudnn", dict.fromkeys(files, "passed"), venv=VenvInfo("/v", here),
+                  selection=Selection(tests_digest="d1"),
+                  dispatch=Dispatch({"f.py::t_cudnn": ["CUDNN_FLASH_ATTENTION"], "f.py::t_math": ["MATH"],
+                                     "f.py::T::t_sub (i=1)": ["EFFICIENT_ATTENTION"]}))
+    # another venv: its tests are not "seen" here, but a fast tier it saw keeps that test
+    elsewhere = result("normal", {"f.py::t_flash": "passed", "f.py::t_new": "passed"}, venv=VenvInfo("/v", other),
+                       selection=Selection(tests_digest="d1"), dispatch=Dispatch({"f.py::t_flash": ["FLASH_ATTENTION"]}))
+    older_files = result("normal", {"f.py::t_gone": "passed"}, venv=VenvInfo("/v", here),
+                         selection=Selection(tests_digest="d0"))
+    expect = TeethExpect(known_failures=(Rule("t_failing", "fails under MATH"),),
+                         known_toothless=(Rule("t_toothless$", "never bites"),))
+    seen, drop = left_out([mine, elsewhere, older_files], here, "d1", expect)
+    assert drop == ["f.py::t_math", "f.py::t_plain"]  # MATH only, or nothing: forcing MATH cannot change them
+    assert seen == 7  # the subtest counts for its test; t_new (other venv) and t_gone (other files) unseen: they run
+    assert left_out([mine], here, "d2", expect) == (0, [])  # other files: nothing seen, nothing left out
+    no_digest = result("require_cudnn", dict.fromkeys(files, "passed"), venv=VenvInfo("/v", here))
+    assert left_out([no_digest], here, "d1", expect) == (0, [])  # a run of an older schema chose nothing

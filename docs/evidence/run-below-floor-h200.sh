@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Below the floor on the nvidia-h200 device machine (issue 49). Calls of one lease, STEP=A, B, C, D:
-#   A. ORT's attention suite (node-truth/matrix.toml, cell nt-3.12-h200att: 198 tests, three modes): one cell run
+#   A. ORT's attention suite (below-floor/matrix.toml, cell bf-3.12-h200att: 198 tests, three modes): one cell run
 #      (the census and the runs on record), then bench/below_floor.py: the cell against one bare require run of the
 #      seed recipe, 5 alternating pairs, wall and CPU time, the --full cell beside them, the outcomes compared.
 #   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
 #      to about 1,000 tests), the same bench with fewer pairs (BIG_REPEAT, default 2).
 #   C. the gate: the 1.30.0 baseline swept (calibrated expectations), 1.31.1 against it under --gate regressions
 #      (expected exit 0), then 1.31.1 with MATH forced (expected red, every regression confirmed).
-#   D. a 2-cell sweep's cost: gpu-3.12-h200 and nt-3.12-h200att in one sweep, then again with --full.
+#   D. a 2-cell sweep's cost: bf-3.12-h200att and bf-3.12-h200att131 in one sweep (warmed by one untimed sweep),
+#      then again with --full.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox \
 #     virtualenv filelock defusedxml jinja2 pyelftools setuptools einops rich
@@ -19,11 +20,10 @@ cd "$(dirname "$0")/../.."
 python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
 export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
-NTM=docs/evidence/node-truth/matrix.toml
 BFM=docs/evidence/below-floor/matrix.toml
 mkdir -p "$OUT"
 if [ "$STEP" = A ]; then
-  timeout 540 python3 bench/below_floor.py --matrix $NTM --cell nt-3.12-h200att --repeat "${REPEAT:-5}" --full \
+  timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" --full \
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
 fi
 if [ "$STEP" = B ]; then
@@ -49,10 +49,10 @@ if [ "$STEP" = C ]; then
 fi
 if [ "$STEP" = D ]; then
   {
-    for how in cut full; do
+    for how in warm cut full; do
       t0=$SECONDS
-      MATRIX_TOML=$NTM MATRIX_RESULTS=/root/bf-2cell-$how timeout 280 python3 -m nox -s sweep -- \
-        --select nt-3.12-h200att nt-3.12-h200 $([ $how = full ] && echo --full) > "$OUT/two-cells-$how.log" 2>&1
+      MATRIX_TOML=$BFM MATRIX_RESULTS=/root/bf-2cell timeout 180 python3 -m nox -s sweep -- \
+        --select bf-3.12-h200att bf-3.12-h200att131 $([ $how = full ] && echo --full) > "$OUT/two-cells-$how.log" 2>&1
       echo "2-cell sweep ($how): exit $? in $((SECONDS - t0)) s"
     done
   } 2>&1 | tee "$OUT/step-d.log"

@@ -84,7 +84,9 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
     """The run (unless an early start already ran it, or teeth's scope refuses it) and its verdict, with the
     outcomes it carried and the record of what ran."""
     if early is not None:  # it ran (or was interrupted while it waited): judged as any run is
-        return early, scope.judged(verdict_of(run, early, scope.dispatch, cr.source)), Selection(True, carry.why)
+        verdict, selection = _cut_of(scope, scope.judged(verdict_of(run, early, scope.dispatch, cr.source)),
+                                     Selection(True, carry.why))
+        return early, verdict, selection
     if scope.refusal is not None:
         cr.voice.log(f"{run.session}: not run: {scope.refusal}")
         return (not_started(scratch.workdir, scope.refusal), refused(scope.refusal, cr.cell.suite.teeth_scope),
@@ -97,14 +99,21 @@ def _judged(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope, ear
         return outcome, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source)), carry.unsettled()
     entries, reasons, selection = carry.settle()
     outcome.interrupt = outcome.interrupt or carry.interrupt  # stored first, then it stops nox (run_one)
-    verdict = scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries))
-    if scope.known and scope.cut.drop:  # a teeth that left tests out: says which, and calls no rule of them stale
-        cut = scope.cut
-        selection = Selection(False, cut.why, "; ".join(cut.runs), left_out=list(cut.drop or []))
-        verdict = not_stale_for(verdict, cut.drop or [])
-    elif scope.known:
-        selection = Selection(True, scope.cut.why)
+    verdict, selection = _cut_of(scope, scope.judged(verdict_of(run, outcome, scope.dispatch, cr.source, entries)),
+                                 selection)
     return outcome, with_reasons(verdict, reasons), selection
+
+
+def _cut_of(scope: TeethScope, verdict: Verdict, selection: Selection) -> tuple[Verdict, Selection]:
+    """A "known" teeth's record of what it ran, started early or not: the tests it left out (no rule of them is
+    called stale), or that it ran every test and why. Any other run keeps its own."""
+    if scope.known and scope.cut.drop:
+        cut = scope.cut
+        return not_stale_for(verdict, cut.drop or []), Selection(False, cut.why, "; ".join(cut.runs),
+                                                                 left_out=list(cut.drop or []))
+    if scope.known:
+        return verdict, Selection(True, scope.cut.why)
+    return verdict, selection
 
 
 def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) -> RunOutcome | None:
@@ -119,12 +128,13 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
         return None
     log(f"{session}: started early, on the files of its last run ({len(scope.basis)} test(s)), while "
         f"{cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests wait for that census")
-    start, note = few_workers(cr.cell, cr.posargs, scope.basis)
+    basis = None if scope.known else scope.basis  # a "known" teeth collects every file, and is told what to leave out
+    start, note = few_workers(cr.cell, cr.posargs, basis)
     if note is not None:
         log(note)
     try:
         outcome = run_mode(run, scratch.workdir, [*cr.posargs, *start], cr.voice,
-                           Launch(later=KeepLater(scope.basis, start, scope.kept)))
+                           Launch(later=KeepLater(basis, start, scope.kept)))
     except EarlyAbandoned as exc:
         log(f"{session}: the early start is given up after {exc.waited_s} s ({exc}): no test ran in it")
         remove_workdir(scratch.workdir)

@@ -47,9 +47,10 @@ def handed_over(args: Sequence[str]) -> dict[str, Path]:
 
 
 def later_of(files: Mapping[str, Path], cell: Cell, mode: str) -> Path | None:
-    """The file a scoped teeth's census is handed over in (`--census-file`), if its parent gave one."""
+    """The file a teeth's census is handed over in (`--census-file`), if its parent gave one: whatever its scope,
+    a teeth given one waits for it (a teeth that ignored it would run without its census, coverage unchecked)."""
     source = spec(mode).coverage_from
-    if source is None or cell.suite.teeth_scope != "cudnn":
+    if source is None:
         return None
     return files.get(cell.mode_session(source.value))
 

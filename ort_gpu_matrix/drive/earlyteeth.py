@@ -12,7 +12,10 @@ Starting teeth late instead, beside a pair that already holds every core, leaves
 which then ends after the census came and hides nothing; cutting each run's -n to its share of the cores
 is what lets three start together without oversubscribing them.
 
-Only for `teeth_scope = "cudnn"`: an unscoped teeth runs every test and would not wait, it would compete.
+For `teeth_scope = "cudnn"` and `"known"`: an unscoped teeth runs every test and would not wait, it would
+compete. A "cudnn" teeth collects the files of its last run and is handed the node ids to keep; a "known" one
+collects every file and is handed the ones to leave out (knowncut.py, decided once require_cudnn is stored),
+so a test added since still runs. A "known" teeth of a suite that sets `full` runs every test: not started early.
 """
 from __future__ import annotations
 
@@ -44,8 +47,10 @@ def basis(results_dir: Path, session: str) -> list[str] | None:
 
 def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
     """A cell whose teeth can start with the pair: scoped, its require_cudnn in the same session, and a last run
-    of it to collect on (without one it could only wait, holding a third of the cores for nothing)."""
-    return (cell.suite.teeth_scope == "cudnn" and Mode.TEETH.value in modes
+    of it to collect on (without one it could only wait, holding a third of the cores for nothing; a "known"
+    teeth collects every file, and without a run on record it would leave nothing out)."""
+    scope = cell.suite.teeth_scope
+    return ((scope == "cudnn" or (scope == "known" and not cell.suite.full)) and Mode.TEETH.value in modes
             and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
 
 

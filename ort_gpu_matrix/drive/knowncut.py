@@ -67,16 +67,24 @@ def known_cut(cr: CellRuns, run: ModeRun, prior: Result | None, tests_digest: st
         return KnownCut(None, "every test ran: no require_cudnn run of this venv in this nox process or sweep to "
                               "check what a cut would leave out")
     runs = _on_record(cr, run)
-    same = [r for r in runs if r.venv.fingerprint == run.venv.fingerprint
+    seen, drop = left_out(runs, run.venv.fingerprint, tests_digest, expect)
+    refs = [f"{r.session} {r.run_id}" for r in runs]
+    return KnownCut(drop, f"{seen - len(drop)} known test(s) ran that dispatched a tier MATH takes away in a run "
+                          "on record, or that known_toothless or known_failures names, and any test no run of this "
+                          f"venv and these files has seen; {len(drop)} left out ({len(runs)} run(s) read)", refs)
+
+
+def left_out(runs: list[Result], fingerprint: dict[str, object], tests_digest: str,
+             expect: TeethExpect) -> tuple[int, list[str]]:
+    """(how many tests the runs of this venv and these files saw, the tests of them teeth leaves out).
+
+    Seen: only in runs of this venv and these files (a test another venv saw may act otherwise here). A fast tier
+    from any run: forcing MATH takes every one away, not only the canary's, and any of them may fail for it. A
+    subtest counts for its test, which is what runs."""
+    same = [r for r in runs if r.venv.fingerprint == fingerprint
             and r.selection is not None and r.selection.tests_digest == tests_digest]
-    # seen: only in runs of this venv and these files (a test another venv saw may act otherwise here); a fast tier
-    # from any run: forcing MATH takes every one away, not only the canary's, and any of them may fail for it
     seen = {test_of(n) for r in same for n in collected(r.outcomes)}
     fast = {test_of(n) for r in runs for n, tiers in r.dispatch.tests.items() if any(t != MATH for t in tiers)}
     named = {n for n in seen if any(rule_covers(rule, n) for rule in (*expect.known_toothless,
                                                                      *expect.known_failures))}
-    drop = sorted(seen - fast - named)
-    refs = [f"{r.session} {r.run_id}" for r in runs]
-    return KnownCut(drop, f"{len(seen) - len(drop)} known test(s) ran that dispatched a tier MATH takes away in a run "
-                          "on record, or that known_toothless or known_failures names, and any test no run of this "
-                          f"venv and these files has seen; {len(drop)} left out ({len(runs)} run(s) read)", refs)
+    return len(seen), sorted(seen - fast - named)

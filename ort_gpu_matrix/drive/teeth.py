@@ -113,8 +113,12 @@ class TeethScope:
         self._resolve(prior)
 
     def kept(self) -> Kept | None:
-        """For a teeth started early (KeepLater.resolve): once its census came, what it keeps and their -n, or None."""
+        """For a teeth started early (KeepLater.resolve): once its census came, what it keeps and their -n, or None.
+        A "known" teeth keeps every test but its cut (knowncut.py), which may be none."""
         self.wait()
+        if self.known:
+            self.cr.voice.log(f"{self.run.session}: {self.cut.why}")
+            return Kept(None, self.workers, self.cut.drop or [])
         if self.keep is None:
             return None
         self.cr.voice.log(self._kept_line())
