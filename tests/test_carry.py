@@ -189,6 +189,12 @@ def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal
     firsts = [m["first_test_start"] for m in timings.values() if m.get("first_test_start")]
     assert firsts and min(firsts) > stored  # its tests ran only once the census was stored
 
+    full = harness.nox("-s", CELL, "--", "--full", env=env)  # every test runs: teeth would compete, not wait
+    assert full.proc.returncode == 0, full.output[-3000:]
+    assert "may start while" not in full.output and "overlapping: 2 mode run(s)" in full.output, full.output[-3000:]
+    assert full.result("teeth")["selection"] == {"full": True, "why": "every test ran: --full",
+                                                 "tests_digest": teeth["selection"]["tests_digest"]}
+
 
 def test_the_junit_file_says_what_a_mode_carried_and_from_which_run(harness):
     from helpers import junit_cases

@@ -181,3 +181,45 @@ def test_teeths_known_cut_keeps_every_test_a_fast_tier_or_a_rule_names_and_every
     assert left_out([mine], here, "d2", expect) == (0, [])  # other files: nothing seen, nothing left out
     no_digest = result("require_cudnn", dict.fromkeys(files, "passed"), venv=VenvInfo("/v", here))
     assert left_out([no_digest], here, "d1", expect) == (0, [])  # a run of an older schema chose nothing
+
+
+def test_a_known_cut_always_reads_this_runs_require_cudnn_even_one_stopped_midway(tmp_path):
+    """A teeth started early reads the runs on record from the store, where a stopped run is passed over; its own
+    require_cudnn must be read all the same, however it ended: a test that dispatched a fast tier in it is kept,
+    whether the census came in this process (serial) or was handed over (early)."""
+    import time
+
+    from helpers import result
+
+    from ort_gpu_matrix.config.model import Libs, Ort, Suite, TeethExpect, Torch
+    from ort_gpu_matrix.config.overrides import Workspace
+    from ort_gpu_matrix.drive.context import CellRuns
+    from ort_gpu_matrix.drive.knowncut import known_cut
+    from ort_gpu_matrix.envs.venvs import Venv
+    from ort_gpu_matrix.execute.request import ModeRun
+    from ort_gpu_matrix.judge.counts import Dispatch
+    from ort_gpu_matrix.plan.cells import Cell
+    from ort_gpu_matrix.store import results
+    from ort_gpu_matrix.store.results import Selection, VenvInfo
+    from ort_gpu_matrix.util.voice import Voice
+
+    modes = ("normal", "require_cudnn", "teeth")
+    cell = Cell("g-a", "3.12", Ort(id="o"), Torch(id="t"), Libs(id="a"),
+                Suite(id="s", expect={"teeth": TeethExpect()}), modes, "k")
+    fp = {"tools": ["pytest"]}
+    ws = Workspace(tmp_path, tmp_path / "v", False, None, tmp_path / "matrix.toml")
+    run = ModeRun(cell, "teeth", None, Venv(tmp_path, tmp_path, tmp_path, fp), ws)
+    ids = {"f.py::t_flash": "passed", "f.py::t_plain": "passed"}
+
+    def stored(age_s, dispatch, **kw):
+        return results.store(tmp_path, result("require_cudnn", ids, name="g-a", venv=VenvInfo("/v", fp),
+                                              run_id=results.new_run_id(time.time() - age_s),
+                                              selection=Selection(tests_digest="d"), dispatch=Dispatch(dispatch), **kw),
+                             {}, current=False)
+
+    stored(100, {"f.py::t_flash": ["MATH"], "f.py::t_plain": ["MATH"]})
+    prior = stored(0, {"f.py::t_flash": ["FLASH_ATTENTION"], "f.py::t_plain": ["MATH"]}, stopped="timed out after 600 s")
+    serial = CellRuns(cell, None, ws, (), {prior.session: prior}, Voice.plain())
+    early = CellRuns(cell, None, ws, (), {}, Voice.plain())
+    assert known_cut(serial, run, prior, "d").drop == ["f.py::t_plain"]
+    assert known_cut(early, run, prior, "d").drop == ["f.py::t_plain"]

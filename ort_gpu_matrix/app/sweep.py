@@ -123,7 +123,7 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation)
     if gpu_slots:  # with --slots-per-gpu auto, one slot per GPU so far: now the room on each
         distinct = sorted(set(gpu_slots), key=gpu_slots.index)
         room = sweep_room(matrix.workspace.results_dir, chosen, gpu_slots if wanted is None else distinct, wanted,
-                          list(posargs))
+                          list(posargs), cmd.full)
         gpu_slots = (gpu_slots if wanted is None else distinct) * room.slots
     child_args = (*(["--rerun-failures", str(cmd.rerun_failures)] if cmd.rerun_failures else []),
                   *(["--full"] if cmd.full else []), *(["--", *cmd.pytest_args] if cmd.pytest_args else []))
@@ -299,7 +299,7 @@ def _in_slots(results_dir: Path, runnable: list[tuple[Cell, tuple[str, ...]]], h
     slots, noxfile, child_args = list(how.slots), how.noxfile, list(how.child_args)
     pytest_for = how.pytest_for
     display = None if how.child else how.display
-    jobs = scheduler.jobs_of(runnable, results_dir)
+    jobs = scheduler.jobs_of(runnable, results_dir, how.full)
     watch = progress.SweepProgress(jobs, slots, display, results_dir) if display is not None else None
     try:
         stopped = run_batch(jobs, slots, scheduler.ChildCommand(noxfile, child_args, pytest_for=pytest_for),

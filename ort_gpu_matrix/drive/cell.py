@@ -126,8 +126,9 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
         log(f"{session}: no earlier run of it to start on: waiting for the census first")
         scope.wait()
         return None
-    log(f"{session}: started early, on the files of its last run ({len(scope.basis)} test(s)), while "
-        f"{cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests wait for that census")
+    files = "on every test file" if scope.known else f"on the files of its last run ({len(scope.basis)} test(s))"
+    log(f"{session}: started early, {files}, while {cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests "
+        "wait for that census")
     basis = None if scope.known else scope.basis  # a "known" teeth collects every file, and is told what to leave out
     start, note = few_workers(cr.cell, cr.posargs, basis)
     if note is not None:

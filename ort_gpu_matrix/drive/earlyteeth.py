@@ -15,7 +15,8 @@ is what lets three start together without oversubscribing them.
 For `teeth_scope = "cudnn"` and `"known"`: an unscoped teeth runs every test and would not wait, it would
 compete. A "cudnn" teeth collects the files of its last run and is handed the node ids to keep; a "known" one
 collects every file and is handed the ones to leave out (knowncut.py, decided once require_cudnn is stored),
-so a test added since still runs. A "known" teeth of a suite that sets `full` runs every test: not started early.
+so a test added since still runs. A "known" teeth under --full, or of a suite that sets `full`, runs every test:
+it is not started early.
 """
 from __future__ import annotations
 
@@ -45,12 +46,13 @@ def basis(results_dir: Path, session: str) -> list[str] | None:
     return kept or None
 
 
-def possible(cell: Cell, modes: Sequence[str], results_dir: Path) -> bool:
+def possible(cell: Cell, modes: Sequence[str], results_dir: Path, full: bool = False) -> bool:
     """A cell whose teeth can start with the pair: scoped, its require_cudnn in the same session, and a last run
     of it to collect on (without one it could only wait, holding a third of the cores for nothing; a "known"
-    teeth collects every file, and without a run on record it would leave nothing out)."""
+    teeth collects every file, and without a run on record it would leave nothing out). `full`: --full, under
+    which a "known" teeth runs every test, as its suite's `full` makes it: it would compete, not wait."""
     scope = cell.suite.teeth_scope
-    return ((scope == "cudnn" or (scope == "known" and not cell.suite.full)) and Mode.TEETH.value in modes
+    return ((scope == "cudnn" or (scope == "known" and not (full or cell.suite.full))) and Mode.TEETH.value in modes
             and Mode.REQUIRE_CUDNN.value in modes and basis(results_dir, cell.mode_session(Mode.TEETH.value)) is not None)
 
 
@@ -63,7 +65,7 @@ def mark(jobs: list[scheduler.Job], slots: int, results_dir: Path, voice: Voice)
     plan at once (a cell's three), or at least four slots, where each of the first `slots // 2` such teeth starts
     beside its require_cudnn and the rest follow. With fewer slots a waiting teeth holds the slot a normal would
     run in: a cell on two slots would run its normal only after require_cudnn, which is slower than serial."""
-    can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir)]
+    can = [j for j in jobs if j.after is not None and possible(j.cell, (j.after.mode, j.mode), results_dir, j.full)]
     early = can if slots >= len(jobs) else can[:slots // 2] if slots >= FEW_SLOTS else []
     if not early and not any(j.carry_from is not None for j in jobs):
         return None

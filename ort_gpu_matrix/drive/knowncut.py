@@ -3,14 +3,17 @@
 Forcing MATH can only change a test that dispatched a tier it takes away: the canary's (on ORT's attention
 suite, 71 of 198 tests dispatched cuDNN), and any other fast one (FLASH, memory-efficient), whose tests may fail
 under MATH for other reasons, which teeth reports. So teeth runs the tests that dispatched any tier but MATH in
-a run of the cell on record (this process's normal and require_cudnn, and the last few stored runs of each,
-whatever their venv: a test that once dispatched one is kept), those known_toothless or known_failures name,
+a run of the cell on record (this run's require_cudnn, however it ended; this process's normal; the last few
+stored runs of each, whatever their venv: a test that once dispatched one is kept; teeth runs with the
+require_cudnn variable set, so that run's dispatch, always on record, is the one that must be covered),
+those known_toothless or known_failures name,
 and every test no run of this venv and these test files has seen. Without this run's require_cudnn of the
 same venv (its coverage is judged by it), or with `--full`, it runs every test.
 
 A test that dispatched the canary's tier in this run's require_cudnn and was left out here fails teeth by
-name (judge/verdicts.py). Teeth starts once that run is stored, so it is on record here, and such a test can
-only come from a census that changed since.
+name (judge/verdicts.py). Teeth decides its cut once that run is stored (a teeth started early waits for it
+before any test runs, earlyteeth.py), so it is on record here, and such a test can only come from a census that
+changed since.
 """
 from __future__ import annotations
 
@@ -39,8 +42,10 @@ class KnownCut:
     runs: list[str] = field(default_factory=list)  # "<session> <run id>" of each run read
 
 
-def _on_record(cr: CellRuns, run: ModeRun) -> list[Result]:
-    found: dict[tuple[str, str], Result] = {}
+def _on_record(cr: CellRuns, run: ModeRun, prior: Result) -> list[Result]:
+    """This run's require_cudnn (`prior`, whatever its end: a run stopped midway still saw what it dispatched),
+    this process's normal and require_cudnn, and the last stored runs of each that ran to their end."""
+    found: dict[tuple[str, str], Result] = {(prior.session, prior.run_id): prior}
     for mode in (Mode.NORMAL, Mode.REQUIRE_CUDNN):
         session = run.cell.mode_session(mode.value)
         here = cr.earlier.get(session)
@@ -66,7 +71,7 @@ def known_cut(cr: CellRuns, run: ModeRun, prior: Result | None, tests_digest: st
     if prior is None:
         return KnownCut(None, "every test ran: no require_cudnn run of this venv in this nox process or sweep to "
                               "check what a cut would leave out")
-    runs = _on_record(cr, run)
+    runs = _on_record(cr, run, prior)
     seen, drop = left_out(runs, run.venv.fingerprint, tests_digest, expect)
     refs = [f"{r.session} {r.run_id}" for r in runs]
     return KnownCut(drop, f"{seen - len(drop)} known test(s) ran that dispatched a tier MATH takes away in a run "

@@ -52,10 +52,10 @@ def at_once(modes: Sequence[str]) -> int:
     return sum(1 for m in modes if (src := spec(m).coverage_from) is None or src.value not in modes)
 
 
-def together_of(cell: Cell, modes: Sequence[str], results_dir: Path) -> int:
+def together_of(cell: Cell, modes: Sequence[str], results_dir: Path, full: bool = False) -> int:
     """The cell's runs that may go at once: all of them where its scoped teeth can start with the pair
-    (earlyteeth.py), else those that wait on no other."""
-    return len(modes) if earlyteeth.possible(cell, modes, results_dir) else at_once(modes)
+    (earlyteeth.py), else those that wait on no other. `full`: --full."""
+    return len(modes) if earlyteeth.possible(cell, modes, results_dir, full) else at_once(modes)
 
 
 def ask_of(chosen: Sequence[tuple[Cell, Sequence[str]]], posargs: Sequence[str], results_dir: Path,
@@ -74,7 +74,7 @@ def room_for(cr: CellRuns, modes: Sequence[str], wanted: int | None) -> Room:
     teeth with a last run on record counts as a third run at once (earlyteeth.py): with room for three it starts
     with the pair and waits for its census; with room for two it starts after require_cudnn."""
     results_dir = cr.workspace.results_dir
-    ask = ask_of([(cr.cell, modes)], cr.posargs, results_dir, wanted, together_of(cr.cell, modes, results_dir))
+    ask = ask_of([(cr.cell, modes)], cr.posargs, results_dir, wanted, together_of(cr.cell, modes, results_dir, cr.full))
     return decide(ask, cores(), gpu_memory(os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
@@ -83,7 +83,7 @@ def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path
     cell, posargs, earlier, log, results_dir = cr.cell, cr.posargs, cr.earlier, cr.voice.log, cr.workspace.results_dir
     own = workers_of([*cell.suite.pytest_args, *posargs], cores())
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir)
+    jobs = scheduler.jobs_of([(cell, tuple(modes))], results_dir, cr.full)
     stopped = run_batch(jobs, [gpu] * room.slots,
                         scheduler.ChildCommand(noxfile, [*(["--full"] if cr.full else []),
                                                          *(["--", *posargs] if posargs else [])],
@@ -110,14 +110,14 @@ def run_overlapped(cr: CellRuns, modes: Sequence[str], room: Room, noxfile: Path
 
 
 def sweep_room(results_dir: Path, chosen: Sequence[tuple[Cell, Sequence[str]]], gpus: Sequence[str],
-               wanted: int | None, posargs: Sequence[str]) -> Room:
+               wanted: int | None, posargs: Sequence[str], full: bool = False) -> Room:
     """The room on each of a `--gpus` sweep's GPUs: the tightest GPU's free memory, the two largest last peaks
     of the chosen runs, and the widest suite's -n against the cores all the GPUs' runs share."""
     memories = [gpu_memory(g) for g in gpus]
     known = [m for m in memories if not isinstance(m, str)]
     memory = min(known, key=lambda m: m[0]) if known and len(known) == len(memories) else \
         next((m for m in memories if isinstance(m, str)), "no GPU")
-    together = sum(together_of(c, modes, results_dir) for c, modes in chosen)
+    together = sum(together_of(c, modes, results_dir, full) for c, modes in chosen)
     ask = dataclasses.replace(ask_of(chosen, posargs, results_dir, wanted, together), gpus=max(1, len(gpus)))
     return decide(ask, cores(), memory)
 

@@ -77,6 +77,7 @@ class Job:
     returncode: int | None = None
     interrupted: bool = False  # the sweep was stopped while this job ran, or before it could start
     env: dict[str, str] = field(default_factory=dict)  # what its slot set over the sweep's environment (slot_env)
+    full: bool = False  # every test runs (--full, or its suite's `full`): it carries nothing and leaves nothing out
 
     @property
     def session(self) -> str:
@@ -97,8 +98,9 @@ class JobEvents(Protocol):
     def job_ended(self, job: Job) -> None: ...
 
 
-def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -> list[Job]:
-    """One job per chosen mode run, in the matrix's order, each with its last known duration and what it waits on."""
+def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path, full: bool = False) -> list[Job]:
+    """One job per chosen mode run, in the matrix's order, each with its last known duration and what it waits on.
+    `full`: --full, every mode runs every test."""
     jobs: list[Job] = []
     for cell, modes in runnable:
         mine: dict[str, Job] = {}
@@ -106,10 +108,10 @@ def jobs_of(runnable: Sequence[tuple[Cell, Sequence[str]]], results_dir: Path) -
             session = cell.mode_session(mode)
             cost, tail = last_whole(results_dir, session) or (None, None)
             job = Job(cell, mode, results_dir / "sweep-logs" / f"{session}.log", cost,
-                      before_run=current_run(results_dir, session), tail_s=tail)
+                      before_run=current_run(results_dir, session), tail_s=tail, full=full or cell.suite.full)
             source, carries = spec(mode).coverage_from, spec(mode).carries_from
             job.after = mine.get(source.value) if source is not None else None
-            job.carry_from = mine.get(carries.value) if carries is not None and not cell.suite.full else None
+            job.carry_from = mine.get(carries.value) if carries is not None and not job.full else None
             mine[mode] = job
             jobs.append(job)
     return jobs

@@ -107,7 +107,6 @@ class TeethScope:
         assert self.file is not None and not self.came
         run = self.run
         prior, why = handed(self.file, self.cr.workspace.results_dir, run.cell, run.mode, run.venv.fingerprint)
-        self.came = True
         if why is not None:
             self.cr.voice.log(f"{run.session}: {why}")
         self._resolve(prior)
@@ -138,12 +137,15 @@ class TeethScope:
         return scoped(verdict, self.run.cell.suite.teeth_scope, None if self.keep is None else len(self.keep))
 
     def _resolve(self, prior: Result | None) -> None:
+        """Settle the scope on its census; `came` last, so that a scope interrupted midway reads as never
+        resolved (its early run then stores nothing), not as one that ran every test."""
         results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
-        self.came, self.prior, self.dispatch = True, prior, None if prior is None else prior.dispatch
-        self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
-        self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
         if self.known:
             self.cut = known_cut(self.cr, self.run, prior, self.tests_digest or digest(self.run.resolved))
+        self.prior, self.dispatch = prior, None if prior is None else prior.dispatch
+        self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
+        self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
+        self.came = True
 
     def _kept_line(self) -> str:
         assert self.keep is not None and self.prior is not None  # only a census keeps tests
