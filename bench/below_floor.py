@@ -6,7 +6,9 @@ run of the seed recipe, alternating pairs; wall time and the process tree's CPU 
 1. bare: `python -m pytest` by hand in the cell's venv, the suite's files and -n, with require_cudnn's environment
    (ORT_TEST_REQUIRE_CUDNN_SDPA=1: the recipe's canary run), plugin autoload on, as a user runs it;
 2. cell: `nox -s CELL` (normal, require_cudnn, teeth as the host decides), in a results dir warmed by one untimed
-   run first, so its census and the runs on record are there, as on any day after the first;
+   run first, so its census and the runs on record are there, as on any day after the first (skipped where
+   BENCH_WORK holds a warmed dir already: `--repeat 0` warms only, so a large suite's pairs can be split
+   across calls that each fit a time limit);
 3. with --full: the same cell with `-- --full` too, every mode running every test (what a cell cost before).
 Each figure is the median of --repeat runs taken in turn (bare, cell[, full]). CPU time is that of every process
 the command started, reaped (RUSAGE_CHILDREN). The cell's require_cudnn outcomes (ran and carried) are checked
@@ -109,7 +111,12 @@ def main() -> int:
     log = work / "bench.log"
     sides: dict[str, tuple[list[str], Path]] = {"cell": ([], work / "cell")} | ({"full": (["--", "--full"], work / "full")} if args.full else {})
     for extra, results in sides.values():  # warmed: the census and the runs on record are there, as on day two
+        if (results / f"{cell.mode_session('teeth')}.json").exists():  # an earlier call of this bench warmed it
+            continue
         timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+    if args.repeat < 1:
+        print(f"warmed only ({', '.join(str(r) for _, r in sides.values())}): run again with --repeat N")
+        return 0
     root = resolve(cell, matrix.workspace).suite_root  # its conftests cut there, its ids read from there
     cmd, env, cwd = bare_cmd(matrix, cell, work, "require_cudnn", ("--confcutdir", root, "-rA"))
     walls: dict[str, list[float]] = {k: [] for k in ("bare", *sides)}

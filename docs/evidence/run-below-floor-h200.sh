@@ -4,7 +4,8 @@
 #      (the census and the runs on record), then bench/below_floor.py: the cell against one bare require run of the
 #      seed recipe, 5 alternating pairs, wall and CPU time, the --full cell beside them, the outcomes compared.
 #   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
-#      to about 1,000 tests), the same bench with fewer pairs (BIG_REPEAT, default 2).
+#      to about 1,000 tests), the same bench a pair a call, since one pair may not fit a call's 10 minutes: first
+#      STEP=B BIG_REPEAT=0 (the untimed warm-up only), then STEP=B PAIR=1, PAIR=2, ... in the same lease.
 #   C. the gate: the 1.30.0 baseline swept (calibrated expectations), 1.31.1 against it under --gate regressions
 #      (expected exit 0), then 1.31.1 with MATH forced (expected red, every regression confirmed).
 #   D. a 2-cell sweep's cost: bf-3.12-h200att and bf-3.12-h200att131 in one sweep (warmed by one untimed sweep),
@@ -27,8 +28,8 @@ if [ "$STEP" = A ]; then
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
 fi
 if [ "$STEP" = B ]; then
-  BENCH_WORK=/root/bench-below-floor-big timeout 560 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200big \
-    --repeat "${BIG_REPEAT:-2}" --out "$OUT/below-floor-big.json" 2>&1 | tee "$OUT/step-b.log"
+  BENCH_WORK=/root/bench-below-floor-big timeout 570 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200big \
+    --repeat "${BIG_REPEAT:-1}" --out "$OUT/below-floor-big-${PAIR:-1}.json" 2>&1 | tee "$OUT/step-b-${PAIR:-1}.log"
 fi
 if [ "$STEP" = C ]; then
   BASE=$OUT/baselines RES=/root/below-floor-gate
