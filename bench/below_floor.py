@@ -146,8 +146,9 @@ def main() -> int:
     print("require_cudnn outcomes (ran and carried) against the bare require run: "
           + ("SAME" if not diffs else f"DIFFERENT ({len(diffs)}): " + "; ".join(diffs[:10])))
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    met = all(out[k] is not None and out[k] <= TARGET for k in ("wall_ratio", "cpu_ratio"))
-    print(f"target <= {TARGET}x bare, wall and CPU: {'met' if met else 'NOT met'}")
+    for key, what in (("wall_ratio", "wall"), ("cpu_ratio", "CPU")):
+        met = out[key] is not None and out[key] <= TARGET
+        print(f"target <= {TARGET}x bare, {what}: {'met' if met else 'NOT met'}")
     return 0
 
 

@@ -6,8 +6,9 @@ test is known not to read it. Every read of a watched name (ORT_MATRIX_WATCH_ENV
 here, through `os.environ`'s own class, and counted:
 - `os.environ[name]`, `.get`, `os.getenv`, `name in os.environ` (all go through `__getitem__`): that name;
 - iterating, copying or printing the whole environment (`dict(os.environ)`, `.copy()`, `.items()`, `{**...}`,
-  `repr`), and starting a child process, which inherits it (subprocess, `os.system`, `os.fork`,
-  multiprocessing): a read of everything, "*".
+  `repr`), and starting a child process that inherits it (subprocess, `os.system`, `os.fork`,
+  multiprocessing, `os.posix_spawn` given os.environ): a read of everything, "*". A child given an environment of its own (`env=`) is not: what
+  it holds was read from os.environ, and counted, as it was built.
 
 A read belongs to the test running it; inside a fixture wider than a function, to every test of that
 fixture's class or module (a session or package fixture: every test); while a module is collected (its
@@ -149,10 +150,23 @@ def _environ_class(base: type, reads: Reads, decode: Callable[[Any], str]) -> ty
     return Watched
 
 
-def _child(reads: Reads, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _inherits_fork_exec(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, ...): env None is the parent's."""
+    return len(args) <= 5 or args[5] is None
+
+
+def _always(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return True
+
+
+def _child(reads: Reads, fn: Callable[..., Any], inherits: Callable[..., bool]) -> Callable[..., Any]:
+    """A way a child process starts. One that inherits the environment reads all of it. One given an environment
+    of its own (subprocess's env=, as ctypes.util.find_library gives `ldconfig -p`: torch's import runs it) holds
+    only what its caller put there, and whatever came from os.environ was read, and counted, as it was put there."""
     @functools.wraps(fn)
     def starting(*args: Any, **kwargs: Any) -> Any:
-        reads.saw(EVERYTHING, child=True)  # the child inherits the whole environment
+        if inherits(args, kwargs):
+            reads.saw(EVERYTHING, child=True)
         return fn(*args, **kwargs)
     return starting
 
@@ -169,11 +183,14 @@ def arm(reads: Reads) -> Callable[[], None]:
         undo.append(functools.partial(setattr, env, "__class__", base))
     import _posixsubprocess  # multiprocessing starts its children through it, subprocess through its own name for it
     import subprocess
-    for owner, name in ((_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "system"), (os, "fork"),
-                        (os, "forkpty"), (os, "posix_spawn"), (os, "posix_spawnp")):
+    # os.posix_spawn always takes an environment; subprocess hands it os.environ for a child that inherits, and
+    # the spawn reads that through its iteration, counted as any copy is
+    for owner, name, inherits in ((_posixsubprocess, "fork_exec", _inherits_fork_exec),
+                                  (subprocess, "_fork_exec", _inherits_fork_exec), (os, "system", _always),
+                                  (os, "fork", _always), (os, "forkpty", _always)):
         fn = getattr(owner, name, None)
         if fn is not None:
-            setattr(owner, name, _child(reads, fn))
+            setattr(owner, name, _child(reads, fn, inherits))
             undo.append(functools.partial(setattr, owner, name, fn))
 
     def disarm() -> None:

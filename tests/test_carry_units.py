@@ -223,3 +223,17 @@ def test_a_known_cut_always_reads_this_runs_require_cudnn_even_one_stopped_midwa
     early = CellRuns(cell, None, ws, (), {}, Voice.plain())
     assert known_cut(serial, run, prior, "d").drop == ["f.py::t_plain"]
     assert known_cut(early, run, prior, "d").drop == ["f.py::t_plain"]
+
+
+def test_a_test_that_skipped_or_xfailed_in_normal_runs_again_and_a_read_is_named_first():
+    """A skip may hide a gate (a dispatch-gated test skips where its tier did not run): whatever the census says,
+    a test that skipped or xfailed in normal, or has a subtest that did, runs again in require_cudnn."""
+    outcomes = {"f.py::t_skip": "skipped", "f.py::t_xfail": "xfailed", "f.py::t_read_skip": "skipped",
+                "f.py::t_pass": "passed", "f.py::t_sub": "passed", "f.py::t_sub (i=1)": "xfailed",
+                "f.py::t_sub2": "passed", "f.py::t_sub2 (i=1)": "skipped", "f.py::t_sub3": "passed",
+                "f.py::t_sub3 (i=1)": "passed"}
+    why = changing(census({"f.py::t_read_skip": [CANARY]}), outcomes, (CANARY,))
+    assert why == {"f.py::t_skip": "it skipped there (a skip may hide a gate)",
+                   "f.py::t_xfail": "it xfailed there (a skip may hide a gate)",
+                   "f.py::t_read_skip": f"it read {CANARY}",
+                   "f.py::t_sub": "a subtest of it skipped there", "f.py::t_sub2": "a subtest of it skipped there"}

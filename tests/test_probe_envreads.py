@@ -68,6 +68,25 @@ def test_subprocess():
 def test_system():
     os.system("true")
 
+def test_subprocess_own_env():  # the child holds only what it is given: nothing of os.environ
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={"LC_ALL": "C"})
+
+def test_subprocess_copied_env():  # ... unless it is given a copy of it: read as it is copied
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={**os.environ, "LC_ALL": "C"})
+
+def test_subprocess_named_env():
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={"X": os.environ.get("MY_CANARY", "")})
+
+def test_posix_spawn_inherits():
+    os.waitpid(os.posix_spawn("/bin/true", ["true"], os.environ), 0)
+
+def test_posix_spawn_own_env():
+    os.waitpid(os.posix_spawn("/bin/true", ["true"], {"LC_ALL": "C"}), 0)
+
+def test_find_library():  # torch's import does this: `ldconfig -p`, started with an environment of its own
+    import ctypes.util
+    ctypes.util.find_library("c")
+
 def _child():
     pass
 
@@ -164,14 +183,18 @@ def scopes_of(report):
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_each_way_of_reading_is_counted_where_it_belongs(run, xdist):
     result, report = run(*xdist)
-    result.assert_outcomes(passed=22)
+    result.assert_outcomes(passed=28)
     assert report["report_version"] == 6 and report["env_reads"]["watched"] == [CANARY]
     reads = reads_of(report)
     for name in ("test_item", "test_get", "test_getenv", "test_in", "test_bytes", "test_through_a_helper",
                  "test_function_fixture"):
         assert reads[f"test_readers.py::{name}"] == [CANARY], name
-    for name in ("test_copy", "test_items", "test_subprocess", "test_system", "test_multiprocessing"):
+    for name in ("test_copy", "test_items", "test_subprocess", "test_system", "test_multiprocessing",
+                 "test_subprocess_copied_env", "test_posix_spawn_inherits"):
         assert reads[f"test_readers.py::{name}"] == ["*"], name
+    assert reads["test_readers.py::test_subprocess_named_env"] == [CANARY]
+    for own in ("test_subprocess_own_env", "test_posix_spawn_own_env", "test_find_library"):
+        assert reads[f"test_readers.py::{own}"] == [], own  # a child given an environment of its own
     assert reads["test_readers.py::TestSubtest::test_inside"] == [CANARY]  # a subtest's read is its test's
     for quiet in ("test_other_variable", "test_module_fixture", "test_plain", "TestClassWide::test_one",
                   "TestSubtest::test_quiet"):
