@@ -6,18 +6,19 @@ test is known not to read it. Every read of a watched name (ORT_MATRIX_WATCH_ENV
 here, through `os.environ`'s own class, and counted:
 - `os.environ[name]`, `.get`, `os.getenv`, `name in os.environ` (all go through `__getitem__`): that name;
 - iterating, copying or printing the whole environment (`dict(os.environ)`, `.copy()`, `.items()`, `{**...}`,
-  `repr`), and starting a child process that inherits it (subprocess, `os.system`, `os.fork`,
-  multiprocessing, `os.posix_spawn` given os.environ): a read of everything, "*". A child given an environment of its own (`env=`) is not: what
-  it holds was read from os.environ, and counted, as it was built.
+  `repr`), and starting a child process that sees it (subprocess, `os.system`, `os.fork`, multiprocessing,
+  `os.posix_spawn`): a read of everything, "*". Which children see it, and when one counts for every test,
+  is childstarts.py's rule.
 
 A read belongs to the test running it; inside a fixture wider than a function, to every test of that
 fixture's class or module (a session or package fixture: every test); while a module is collected (its
 import, its parametrization), to every test of that module; anywhere else (a conftest's import, a plugin's
 start), to every test. Reads by pytest, its plugins and the probe itself are not the tests' and are not
-counted: the caller is told by its file.
+counted, unless the tests' code called them (pytester.run): the caller is told by its file.
 
-Not seen, and said so in the guide: C code that calls getenv itself, a process started before pytest, and
-a value a test caches (a module global, functools.cache) is seen only in the test that first read it.
+Not seen, and said so in the guide: C code that calls getenv or starts a child itself (libc's `system`), a
+process started before pytest, and a value a test caches (a module global, functools.cache) is seen only in
+the test that first read it.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from . import childstarts
 from .schema import EVERYTHING, WATCH_ENV, EnvReads
 
 ALL = ""  # the scope of a read that belongs to every test
@@ -76,19 +78,21 @@ def _caller_kind(path: str) -> str | None:
 
 def _callsite() -> str | None:
     """Where a read came from ("file:line" of the tests' code that made it, or the first library frame where no
-    test code is on the stack); None where pytest, a plugin or the probe made it, even through a library."""
+    test code is on the stack); None where pytest, a plugin or the probe made it, even through a library, and
+    no test code called them. pytest called by a test (pytester.run, a fixture's helper) reads for that test."""
     frame = sys._getframe(2)
     first: str | None = None
+    own = False
     while frame is not None:
         kind = _caller_kind(frame.f_code.co_filename)
         if kind is None:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         if kind == "own":
-            return None
-        if frame.f_code.co_filename != __file__:
+            own = True
+        elif frame.f_code.co_filename not in (__file__, childstarts.__file__):
             first = first or f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
-    return first  # a library's own thread: counted, since nothing says whose it is
+    return None if own else first  # a library's own thread: counted, since nothing says whose it is
 
 
 class Reads:
@@ -101,23 +105,37 @@ class Reads:
         self.where: Callable[[], tuple[str, str, str | None]] = lambda: ("scope", ALL, None)
         self.tests: dict[str, set[str]] = {}
         self.scopes: dict[str, dict[str, str]] = {}
+        self.children: list[tuple[int, str]] = []  # (pid, where) of the children the running test started
 
-    def saw(self, name: str, child: bool = False) -> None:
+    def saw(self, name: str, child: bool = False) -> str | None:
+        """Count a read where it belongs; the site it came from, None where it is not the tests'."""
         site = _callsite()
         if site is None:
-            return
+            return None
         kind, node, module = self.where()
         if kind == "test":
             self.tests.setdefault(node, set()).add(name)
-            return
+            return site
         if module is not None and not child and os.path.realpath(site.rsplit(":", 1)[0]) != module:
             # a helper read it as a module was collected: its value may sit in that helper, shared by every module
             # that imports it; the exited child process of a helper is the collected module's (guide: limits)
             node = ALL
         self.scopes.setdefault(node, {}).setdefault(name, site)
+        return site
+
+    def started(self, pid: int | None, site: str) -> None:
+        """A child that sees the environment, started by a test: checked as the test ends (`take`)."""
+        if pid is not None and self.where()[0] == "test":
+            self.children.append((pid, site))
 
     def take(self, nodeid: str) -> list[str]:
-        """The names a test read, once, as it ends (they travel on its report)."""
+        """The names a test read, once, as it ends (they travel on its report). A child it started that still runs
+        may serve the tests after it (a forkserver, a kept pool): a read of everything, for every test."""
+        left = [site for pid, site in self.children if childstarts.alive(pid)]
+        self.children.clear()
+        if left:
+            self.scopes.setdefault(ALL, {}).setdefault(EVERYTHING, f"{left[0]} (a child process started there "
+                                                                   "outlived its test)")
         return sorted(self.tests.pop(nodeid, ()))
 
     def scoped(self) -> list[dict[str, Any]]:
@@ -150,24 +168,16 @@ def _environ_class(base: type, reads: Reads, decode: Callable[[Any], str]) -> ty
     return Watched
 
 
-def _inherits_fork_exec(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, ...): env None is the parent's."""
-    return len(args) <= 5 or args[5] is None
-
-
-def _always(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return True
-
-
-def _child(reads: Reads, fn: Callable[..., Any], inherits: Callable[..., bool]) -> Callable[..., Any]:
-    """A way a child process starts. One that inherits the environment reads all of it. One given an environment
-    of its own (subprocess's env=, as ctypes.util.find_library gives `ldconfig -p`: torch's import runs it) holds
-    only what its caller put there, and whatever came from os.environ was read, and counted, as it was put there."""
+def _child(reads: Reads, fn: Callable[..., Any], env_of: Callable[..., object]) -> Callable[..., Any]:
+    """A way a child process starts, counted by what the child sees (childstarts.py): this process's environment,
+    whole, is a read of everything; an environment of its own is not, what was put there was counted then."""
     @functools.wraps(fn)
     def starting(*args: Any, **kwargs: Any) -> Any:
-        if inherits(args, kwargs):
-            reads.saw(EVERYTHING, child=True)
-        return fn(*args, **kwargs)
+        site = reads.saw(EVERYTHING, child=True) if childstarts.whole(env_of(args, kwargs)) else None
+        started = fn(*args, **kwargs)
+        if site is not None and childstarts.serves_tests(args):
+            reads.started(childstarts.pid_of(started), site)
+        return started
     return starting
 
 
@@ -183,14 +193,14 @@ def arm(reads: Reads) -> Callable[[], None]:
         undo.append(functools.partial(setattr, env, "__class__", base))
     import _posixsubprocess  # multiprocessing starts its children through it, subprocess through its own name for it
     import subprocess
-    # os.posix_spawn always takes an environment; subprocess hands it os.environ for a child that inherits, and
-    # the spawn reads that through its iteration, counted as any copy is
-    for owner, name, inherits in ((_posixsubprocess, "fork_exec", _inherits_fork_exec),
-                                  (subprocess, "_fork_exec", _inherits_fork_exec), (os, "system", _always),
-                                  (os, "fork", _always), (os, "forkpty", _always)):
+    c = childstarts
+    for owner, name, env_of in ((_posixsubprocess, "fork_exec", c.env_of_fork_exec),
+                                (subprocess, "_fork_exec", c.env_of_fork_exec), (os, "system", c.inherits),
+                                (os, "fork", c.inherits), (os, "forkpty", c.inherits),
+                                (os, "posix_spawn", c.env_of_spawn), (os, "posix_spawnp", c.env_of_spawn)):
         fn = getattr(owner, name, None)
         if fn is not None:
-            setattr(owner, name, _child(reads, fn, inherits))
+            setattr(owner, name, _child(reads, fn, env_of))
             undo.append(functools.partial(setattr, owner, name, fn))
 
     def disarm() -> None:

@@ -269,3 +269,72 @@ def test_a_helper_that_reads_at_import_counts_for_every_test_and_a_lost_worker_f
     result, report = run("test_dies.py", "test_first.py", "-n", "1")
     lost = report["env_reads"]["scopes"][0]
     assert lost["scope"] == "" and lost["names"][0] == "*" and "went down: its census is lost" in lost["where"][0]
+
+
+KEPT = '''
+import functools
+import multiprocessing
+import os
+import subprocess
+import sys
+
+
+@functools.lru_cache(maxsize=None)
+def base():
+    return dict(os.environ)
+
+def test_cache_fill():
+    base()
+
+def test_cache_used():  # a copy kept from the test before: its child sees the whole environment all the same
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={**base(), "LC_ALL": "C"})
+
+def test_own_small_env():
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={"LC_ALL": "C"})
+
+def test_through_pytester(pytester):  # pytest's own code, called by the test: the test's
+    pytester.run(sys.executable, "-c", "pass")
+'''
+
+SERVER = '''
+import multiprocessing
+import os
+
+
+def _get(q):
+    q.put(os.environ.get("HOME"))
+
+def _served():
+    ctx = multiprocessing.get_context("forkserver")
+    q = ctx.Queue()
+    p = ctx.Process(target=_get, args=(q,))
+    p.start()
+    q.get()
+    p.join()
+
+def test_starts_the_server():
+    _served()
+
+def test_served_by_it():  # starts no child of its own: the server, kept since, forks it
+    _served()
+'''
+
+
+def test_a_kept_copy_pytest_called_by_a_test_and_a_child_that_outlives_its_test_are_counted(run, pytester):
+    """The ways a child sees the environment without the test that starts it reading it: a copy kept by a helper
+    from an earlier test (an environment holding most of this process's counts as the whole), pytest's own code
+    called by the test, and a server a test started and left running, which later tests use (every test)."""
+    pytester.makepyfile(test_kept=KEPT, test_server=SERVER)
+    result, report = run("test_kept.py", "-p", "pytester")
+    result.assert_outcomes(passed=4)
+    reads = reads_of(report)
+    assert reads["test_kept.py::test_cache_fill"] == ["*"]
+    assert reads["test_kept.py::test_cache_used"] == ["*"]
+    assert reads["test_kept.py::test_own_small_env"] == []
+    assert reads["test_kept.py::test_through_pytester"] == ["*"]
+    assert "" not in scopes_of(report)  # no child outlived its test
+    result, report = run("test_server.py")
+    result.assert_outcomes(passed=2)
+    assert scopes_of(report)[""] == ["*"], report["env_reads"]
+    where = {s["scope"]: s["where"] for s in report["env_reads"]["scopes"]}[""][0]
+    assert "(a child process started there outlived its test)" in where, where
