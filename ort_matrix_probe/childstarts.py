@@ -48,11 +48,16 @@ def _ours() -> set[bytes]:
     return {os.fsencode(k) + b"=" + os.fsencode(v) for k, v in data.items()}
 
 
+def _bytes(value: object) -> bytes:
+    return value if isinstance(value, bytes) else os.fsencode(str(value))
+
+
 def _entries(env: object) -> list[bytes]:
+    """An explicit environment as "NAME=value" bytes: fork_exec's list, or posix_spawn's mapping (str or bytes)."""
     if isinstance(env, Mapping):
-        return [os.fsencode(str(k)) + b"=" + os.fsencode(str(v)) for k, v in env.items()]
+        return [_bytes(k) + b"=" + _bytes(v) for k, v in env.items()]
     if isinstance(env, (list, tuple)):
-        return [e if isinstance(e, bytes) else os.fsencode(str(e)) for e in env]
+        return [_bytes(e) for e in env]
     return []
 
 
@@ -76,7 +81,7 @@ def serves_tests(args: tuple[Any, ...]) -> bool:
     (started by the first spawn or forkserver child, and kept): it only removes the named semaphores and shared
     memory its clients leave behind. Every other kept child may (a forkserver forks the children of later tests)."""
     argv = args[0] if args and isinstance(args[0], (list, tuple)) else ()
-    return not any((a if isinstance(a, bytes) else os.fsencode(str(a))).startswith(_TRACKER) for a in argv)
+    return not any(_bytes(a).startswith(_TRACKER) for a in argv)
 
 
 def pid_of(started: object) -> int | None:

@@ -338,3 +338,38 @@ def test_a_kept_copy_pytest_called_by_a_test_and_a_child_that_outlives_its_test_
     assert scopes_of(report)[""] == ["*"], report["env_reads"]
     where = {s["scope"]: s["where"] for s in report["env_reads"]["scopes"]}[""][0]
     assert "(a child process started there outlived its test)" in where, where
+
+
+def test_which_children_see_the_environment_and_which_still_run():
+    """childstarts on its own: a copy of the environment in any of the shapes a starter takes it is the whole, a
+    small one of its own is not; a zombie (exited, not reaped) no longer runs; the resource tracker serves no test."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from ort_matrix_probe import childstarts as c
+
+    env = dict(os.environ)
+    assert c.whole(c.INHERITED) and c.whole(env) and c.whole({k.encode(): v.encode() for k, v in env.items()})
+    assert c.whole([f"{k}={v}".encode() for k, v in env.items()])
+    assert not c.whole({"LC_ALL": "C", "LANG": "C"}) and not c.whole([b"LC_ALL=C"])
+    items = sorted(env.items())
+    assert len(items) >= 6, "this test needs a few variables in the environment"
+    assert c.whole(dict(items[: (len(items) + 1) // 2]))  # half of it, a filtered copy: the whole
+    assert not c.whole(dict(items[: (len(items) + 1) // 2 - 2]))  # less than half: its own
+    assert not c.whole({k: v + "x" for k, v in items})  # the same names, other values: its own
+    assert (c.pid_of(5), c.pid_of((7, 3)), c.pid_of(0), c.pid_of(True), c.pid_of(None)) == (5, 7, None, None, None)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert c.alive(child.pid)
+        child.kill()
+        deadline = time.monotonic() + 10
+        while c.alive(child.pid) and time.monotonic() < deadline:  # a zombie until reaped: not running
+            time.sleep(0.05)
+        assert not c.alive(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    tracker = [sys.executable.encode(), b"-c", b"from multiprocessing.resource_tracker import main;main(5)"]
+    assert not c.serves_tests((tracker,)) and c.serves_tests(([sys.executable, "-c", "pass"],))
