@@ -3,6 +3,8 @@
 #   A. ORT's attention suite (below-floor/matrix.toml, cell bf-3.12-h200att: 198 tests, three modes): one cell run
 #      (the census and the runs on record), then bench/below_floor.py: the cell against one bare require run of the
 #      seed recipe, 5 alternating pairs, wall and CPU time, the --full cell beside them, the outcomes compared.
+#   A2. the same bench, 3 pairs, on bf-3.12-h200atttier: teeth over its tier only (teeth_scope "cudnn"), the cost
+#      of the narrower teeth beside the default one, which keeps every test of any fast tier.
 #   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
 #      to about 1,000 tests), the same bench a pair a call, since one pair may not fit a call's 10 minutes: first
 #      STEP=B BIG_REPEAT=0 (the untimed warm-up only), then STEP=B PAIR=1, PAIR=2, ... in the same lease.
@@ -17,7 +19,7 @@
 # Run: STEP=A OUT=... bash docs/evidence/run-below-floor-h200.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to A, B, C or D}"
+: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to A, A2, B, C or D}"
 python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
 export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
@@ -26,6 +28,10 @@ mkdir -p "$OUT"
 if [ "$STEP" = A ]; then
   timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" --full \
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
+fi
+if [ "$STEP" = A2 ]; then
+  BENCH_WORK=/root/bench-below-floor-tier timeout 540 python3 bench/below_floor.py --matrix $BFM \
+    --cell bf-3.12-h200atttier --repeat "${REPEAT:-3}" --out "$OUT/below-floor-att-tier.json" 2>&1 | tee "$OUT/step-a2.log"
 fi
 if [ "$STEP" = B ]; then
   BENCH_WORK=/root/bench-below-floor-big timeout 570 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200big \

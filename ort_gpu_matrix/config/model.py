@@ -228,12 +228,14 @@ class Suite:
     expect_file: str | None = key("a TOML file of [expect.<mode>] tables, relative to the matrix file, merged "
                                   "under this suite's own expect tables (a key may be set in only one of them); "
                                   "nox -s calibrate writes it", None, example='"expect/dispatch.toml"')
-    teeth_scope: str = key('which tests teeth runs: "known" (the default): those that dispatched the teeth tier '
-                           "(expect.teeth.tier, cuDNN unless set) in any run of the cell on record (this process's "
-                           "normal and require_cudnn, and the last stored ones), those known_toothless names and those "
-                           'no run has seen yet, or every test where no run is on record; "all": every test; "cudnn": '
-                           "only those of this venv's require_cudnn run of the same nox process or sweep, plus those "
-                           "known_toothless names", "known", example='"all"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
+    teeth_scope: str = key('which tests teeth runs: "known" (the default): those that dispatched any tier but MATH '
+                           "(forcing MATH takes every one away) in any run of the cell on record (this run's "
+                           "require_cudnn, this process's normal, and the last stored ones), those known_toothless or "
+                           "known_failures names and those no run has seen yet, or every test where no run is on "
+                           'record; "all": every test; "cudnn": only those that dispatched the teeth tier '
+                           "(expect.teeth.tier) in this venv's require_cudnn run of the same nox process or sweep, plus "
+                           "those known_toothless names: fewer, but a test of another fast tier that fails under MATH "
+                           "goes unseen", "known", example='"all"', pattern=f"^({'|'.join(TEETH_SCOPES)})$")
     full: bool = key("run every test in every mode, as `--full` does: require_cudnn carries no outcome from normal, "
                      "even where the census of reads says a test cannot change (for tests that read "
                      "ORT_TEST_REQUIRE_CUDNN_SDPA in a way the census cannot see: from C, or read once and cached)",
