@@ -1,4 +1,4 @@
-"""Wait for the node ids a teeth run keeps (or leaves out), when its engine hands them over after the run started.
+"""Wait for the node ids a teeth run keeps, when its engine hands them over after the run has started.
 
 A teeth started early (issue 24) pays its start (interpreter, torch, ORT, collection) while require_cudnn
 still runs; which of its tests to keep is known only once require_cudnn's result is stored. The engine then
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-WAIT_ENV = "ORT_MATRIX_KEEP_WAIT_S"  # set only for a keep or drop file handed over later: the most seconds to wait
+WAIT_ENV = "ORT_MATRIX_KEEP_WAIT_S"  # set only for a keep file that is handed over later: the most seconds to wait
 POLL_S = 0.05
 
 
@@ -32,6 +32,6 @@ def wait_for(path: str, wait: str | None) -> float:
     start = time.monotonic()
     while not os.path.exists(path):
         if time.monotonic() - start > limit:
-            raise KeepNotHandedOver(f"the node ids to keep or leave out did not arrive in {path} within {limit:g} s")
+            raise KeepNotHandedOver(f"the node ids to keep did not arrive in {path} within {limit:g} s")
         time.sleep(POLL_S)
     return time.monotonic() - start

@@ -2,13 +2,9 @@
 
 Two files may come from the engine, each a JSON list of node ids: ORT_MATRIX_KEEP, the only ones to run (a
 scoped teeth), and ORT_MATRIX_DROP, those not to run because their outcome is carried from another run
-(a require_cudnn that runs only what it can change, drive/carry.py; a teeth that leaves out the tests no run
-saw dispatch a fast tier, drive/knowncut.py). Every other item runs,
+(a require_cudnn that runs only what it can change; the engine's drive/carry.py). Every other item runs,
 so a test the engine has never seen (new since its census) always runs. Applied at the end of collection
 in each process alike, so xdist's workers agree on one collection; nothing is parsed from the command line.
-For a teeth started early the one file it is told of comes later: every process collects, then waits for it
-(keepwait.py), so that a keep list (`teeth_scope = "cudnn"`) or a drop list (`"known"`) both arrive after the
-start was paid.
 """
 from __future__ import annotations
 
@@ -36,11 +32,10 @@ def _ids(path: str, what: str) -> set[str]:
 def apply(config: pytest.Config, items: list[Any], mark: Any) -> None:
     """Deselect what the engine said (pytest_deselected tells the other plugins); `mark` times the wait."""
     keep_path, drop_path = os.environ.get(KEEP_ENV), os.environ.get(DROP_ENV)
-    later = keep_path or drop_path  # a teeth started early is told one of them, once require_cudnn is stored
-    if later and os.environ.get(keepwait.WAIT_ENV):
-        mark("keep_wait_start")
+    if keep_path and os.environ.get(keepwait.WAIT_ENV):  # a teeth started early: the file comes once require_cudnn
+        mark("keep_wait_start")                          # is stored
         try:
-            keepwait.wait_for(later, os.environ[keepwait.WAIT_ENV])
+            keepwait.wait_for(keep_path, os.environ[keepwait.WAIT_ENV])
         except keepwait.KeepNotHandedOver as exc:
             raise pytest.UsageError(f"ort_matrix_probe: {exc}") from None
         mark("kept")

@@ -133,7 +133,8 @@ def test_a_stored_result_of_an_older_schema_reads_as_one_that_ran_everything(har
 
 TIER = CARRY / "tier"
 BITES = {"test_tier.py::test_bites[a]", "test_tier.py::test_bites[b]"}
-PLAIN = {f"test_tier.py::test_plain[{n}]" for n in (1, 2, 3)} | {"test_tier.py::test_dispatches_where_marked"}
+PLAIN = {f"test_tier.py::test_plain[{n}]" for n in (1, 2, 3)} | {f"test_tier.py::test_dispatches_where_marked[{w}]"
+                                                                  for w in "ab"}
 
 
 def write_tier(harness):
@@ -156,12 +157,13 @@ def test_a_known_teeth_runs_the_tier_tests_of_the_runs_on_record_and_leaves_out_
     assert (full["selection"]["full"], full["selection"]["why"]) == (True, "every test ran: --full")
 
 
-def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal_and_leaves_out_the_rest(
+def test_overlapped_a_known_teeth_starts_beside_the_pair_cuts_by_the_record_and_is_judged_by_this_require_cudnn(
         harness, tmp_path):
-    """As the modes overlap on one GPU (as children), teeth's cut is decided once require_cudnn is stored, which
-    waited for normal: both are on record, and a test that dispatches cuDNN for the first time now is run, and
-    bites. From the second run on, teeth starts with the pair (a last run of it is on record): its processes
-    collect every file while the pair runs, and are handed what to leave out once require_cudnn is stored."""
+    """On one GPU the modes run at once as children. On a first run teeth starts after require_cudnn (no run of it
+    on record) and cuts by that run's census. From then on it starts beside the pair: it cuts by the runs on record
+    and its tests run at once, while normal still runs (require_cudnn ends only when normal does); it is judged by
+    this run's require_cudnn once stored. A test that dispatches cuDNN for the first time in this very run was
+    left out: teeth names it and fails, and the next run keeps it, and it bites. --full starts no teeth early."""
     # memory for three runs even where none has a peak on record (each then counts as a quarter of the GPU)
     env = {**fake_gpu(tmp_path, free="139000"), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
     write_tier(harness)
@@ -171,23 +173,37 @@ def test_overlapped_a_known_teeth_knows_this_sweeps_require_cudnn_and_its_normal
     teeth = first.result("teeth")
     assert set(teeth["outcomes"]) == BITES and set(teeth["selection"]["left_out"]) == PLAIN
     assert teeth["teeth_coverage"]["checked"] and teeth["teeth_coverage"]["bitten"] == 2
-    (tmp_path / "marker").write_text("")  # now test_dispatches_where_marked dispatches cuDNN: no run on record saw it
-    second = harness.nox("-s", CELL, env={**env, "TIER_SLOW_S": "4"})  # normal outlasts teeth's start
+
+    second = harness.nox("-s", CELL, env={**env, "TIER_SLOW_S": "4"})  # normal outlasts teeth
     assert second.proc.returncode == 0, second.output[-3000:]
     assert f"{CELL}-teeth: may start while {CELL}-require_cudnn runs" in second.output, second.output[-3000:]
     teeth, req = second.result("teeth"), second.result("require_cudnn")
-    marked = "test_tier.py::test_dispatches_where_marked"
-    assert teeth["outcomes"][marked] == "failed" and teeth["teeth_coverage"]["bitten"] == 3
-    assert set(teeth["selection"]["left_out"]) == PLAIN - {marked} and not teeth["selection"]["full"]
-    assert set(teeth["outcomes"]) == BITES | {marked}
+    assert set(teeth["outcomes"]) == BITES and set(teeth["selection"]["left_out"]) == PLAIN
+    assert teeth["teeth_coverage"]["checked"] and teeth["teeth_coverage"]["bitten"] == 2
     child = (harness.results / "sweep-logs" / f"{CELL}-teeth.log").read_text()
-    assert "started early" in child and "census handed over after " in child, child[-3000:]
-    assert f": {len(PLAIN) - 1} test(s) left out" in child, child[-3000:]
+    assert f"{CELL}-teeth: started beside {CELL}-require_cudnn: " in child, child[-3000:]
+    assert f"its tests ran; waiting for the census of {CELL}-require_cudnn" in child, child[-3000:]
     timings = json.loads((harness.results / teeth["bundle"] / "report.json").read_text())["timings"]
     stored = (harness.results / req["bundle"] / "result.json").stat().st_mtime
-    assert timings["controller"]["process_start"] < stored  # it started while require_cudnn ran
     firsts = [m["first_test_start"] for m in timings.values() if m.get("first_test_start")]
-    assert firsts and min(firsts) > stored  # its tests ran only once the census was stored
+    assert firsts and min(firsts) < stored  # its tests ran while require_cudnn (and normal) still ran
+
+    for which, tier, said in (("a", "CUDNN_FLASH_ATTENTION", "teeth did not run them"),  # its own tier: not bitten
+                              ("b", "FLASH_ATTENTION", "deciding before that run was stored")):  # may fail under MATH
+        marked = f"test_tier.py::test_dispatches_where_marked[{which}]"
+        (tmp_path / f"marker.{which}").write_text(tier)  # it dispatches that tier now: no run on record saw it
+        third = harness.nox("-s", CELL, env=env)
+        teeth = third.result("teeth")
+        assert third.proc.returncode != 0 and teeth["verdict"] == "fail", third.output[-3000:]
+        assert marked not in teeth["outcomes"] and marked in teeth["selection"]["left_out"]
+        assert [r for r in teeth["reasons"] if marked in r] == [r for r in teeth["reasons"] if said in r] != [], \
+            teeth["reasons"]
+    (tmp_path / "marker.b").unlink()  # [a] dispatches cuDNN, and is on record now: teeth keeps it, and it bites
+    marked = "test_tier.py::test_dispatches_where_marked[a]"
+    fourth = harness.nox("-s", CELL, env=env)
+    assert fourth.proc.returncode == 0, fourth.output[-3000:]
+    teeth = fourth.result("teeth")
+    assert teeth["outcomes"][marked] == "failed" and teeth["teeth_coverage"]["bitten"] == 3
 
     full = harness.nox("-s", CELL, "--", "--full", env=env)  # every test runs: teeth would compete, not wait
     assert full.proc.returncode == 0, full.output[-3000:]

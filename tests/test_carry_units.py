@@ -237,3 +237,21 @@ def test_a_test_that_skipped_or_xfailed_in_normal_runs_again_and_a_read_is_named
                    "f.py::t_xfail": "it xfailed there (a skip may hide a gate)",
                    "f.py::t_read_skip": f"it read {CANARY}",
                    "f.py::t_sub": "a subtest of it skipped there", "f.py::t_sub2": "a subtest of it skipped there"}
+
+
+def test_a_cut_decided_before_require_cudnn_was_stored_names_what_it_missed_of_the_other_fast_tiers():
+    """knowncut.missed_fast: a left-out test that dispatched FLASH or memory-efficient in this run's require_cudnn
+    (by a subtest too) is named; one of the teeth's own tier is named elsewhere, as not run; MATH alone is none."""
+    from helpers import result
+
+    from ort_gpu_matrix.drive.knowncut import missed_fast
+    from ort_gpu_matrix.judge.counts import Dispatch
+
+    prior = result("require_cudnn", dispatch=Dispatch({
+        "f.py::t_flash": ["FLASH_ATTENTION"], "f.py::t_cudnn": ["CUDNN_FLASH_ATTENTION"], "f.py::t_math": ["MATH"],
+        "f.py::T::t_sub (i=1)": ["EFFICIENT_ATTENTION"], "f.py::t_kept": ["FLASH_ATTENTION"],
+        "f.py::t_both": ["MATH", "FLASH_ATTENTION", "CUDNN_FLASH_ATTENTION"]}))
+    drop = ["f.py::t_flash", "f.py::t_cudnn", "f.py::t_math", "f.py::T::t_sub", "f.py::t_both", "f.py::t_plain"]
+    assert missed_fast(drop, prior, "CUDNN_FLASH_ATTENTION") == ["f.py::T::t_sub", "f.py::t_flash"]
+    assert missed_fast(drop, prior, "FLASH_ATTENTION") == ["f.py::T::t_sub", "f.py::t_cudnn"]
+    assert missed_fast([], prior, "CUDNN_FLASH_ATTENTION") == []

@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config.model import TeethExpect
 from ..config.modes import MODES, Mode
 from ..config.overrides import Workspace
 from ..envs import libsets
@@ -27,6 +28,7 @@ from ..host import ortsource
 from ..host.elf import kind
 from ..host.host import Resolved, pinned_files
 from ..host.room import cores
+from ..judge.outcomes import listing
 from ..judge.verdicts import Verdict, not_stale_for, refused, with_reasons
 from ..plan.cells import Cell
 from ..store import results
@@ -39,6 +41,7 @@ from ..util.voice import Voice
 from .attempt import Scratch, keep, locked, verdict_of
 from .carry import Carry
 from .context import CellRuns
+from .knowncut import missed_fast
 from .overlap import Overlap, room_for, run_overlapped
 from .teeth import TeethScope, few_workers
 
@@ -109,8 +112,17 @@ def _cut_of(scope: TeethScope, verdict: Verdict, selection: Selection) -> tuple[
     called stale), or that it ran every test and why. Any other run keeps its own."""
     if scope.known and scope.cut.drop:
         cut = scope.cut
-        return not_stale_for(verdict, cut.drop or []), Selection(False, cut.why, "; ".join(cut.runs),
-                                                                 left_out=list(cut.drop or []))
+        verdict = not_stale_for(verdict, cut.drop or [])
+        prior = scope.prior
+        expect = scope.run.cell.suite.expect[scope.run.mode]
+        assert isinstance(expect, TeethExpect)
+        missed = [] if prior is None else missed_fast(cut.drop or [], prior, expect.tier)
+        if missed and prior is not None:  # a cut decided before this run's require_cudnn was stored saw them not
+            verdict = with_reasons(verdict, [
+                f"{len(missed)} test(s) dispatched a tier MATH takes away in {prior.session} run {prior.run_id} but "
+                f"teeth left them out, deciding before that run was stored: {listing(missed)}; the next run keeps "
+                "them (or run with --full)"])
+        return verdict, Selection(False, cut.why, "; ".join(cut.runs), left_out=list(cut.drop or []))
     if scope.known:
         return verdict, Selection(True, scope.cut.why)
     return verdict, selection
@@ -122,20 +134,20 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
     Returns the outcome, or None where no test ran and the caller goes on as after require_cudnn (the scope then
     resolved); `scratch` gets a fresh dir where the early start was given up."""
     session, log = run.session, cr.voice.log
+    if scope.cut_early:
+        return _run_known_early(cr, run, scratch, scope)
     if scope.basis is None:  # no last run to start on: wait for the census, then start as after require_cudnn
         log(f"{session}: no earlier run of it to start on: waiting for the census first")
         scope.wait()
         return None
-    files = "on every test file" if scope.known else f"on the files of its last run ({len(scope.basis)} test(s))"
-    log(f"{session}: started early, {files}, while {cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests "
-        "wait for that census")
-    basis = None if scope.known else scope.basis  # a "known" teeth collects every file, and is told what to leave out
-    start, note = few_workers(cr.cell, cr.posargs, basis)
+    log(f"{session}: started early, on the files of its last run ({len(scope.basis)} test(s)), while "
+        f"{cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} runs: its tests wait for that census")
+    start, note = few_workers(cr.cell, cr.posargs, scope.basis)
     if note is not None:
         log(note)
     try:
         outcome = run_mode(run, scratch.workdir, [*cr.posargs, *start], cr.voice,
-                           Launch(later=KeepLater(basis, start, scope.kept)))
+                           Launch(later=KeepLater(scope.basis, start, scope.kept)))
     except EarlyAbandoned as exc:
         log(f"{session}: the early start is given up after {exc.waited_s} s ({exc}): no test ran in it")
         remove_workdir(scratch.workdir)
@@ -146,6 +158,27 @@ def _run_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) 
         # session's last result stays current
         log(f"{session}: stopped while it waited for its census: nothing stored")
         raise outcome.interrupt
+    return outcome
+
+
+def _run_known_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethScope) -> RunOutcome:
+    """A "known" teeth started beside its require_cudnn: it runs at once, on the cut decided from the runs on record
+    (knowncut.py), then waits for that require_cudnn's census, handed over once stored, to be judged by it. Its
+    tests never wait: require_cudnn ends only when normal does, and teeth after it was the cell's critical path.
+    An interrupt while it waits stores the run it made as stopped (a reason, never a pass), then stops nox."""
+    log = cr.voice.log
+    log(f"{run.session}: started beside {cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)}: {term(scope.cut.why)}")
+    outcome = run_mode(run, scratch.workdir, list(cr.posargs), cr.voice, Launch(drop=scope.cut.drop or []))
+    if outcome.interrupt is not None or outcome.stopped:  # judged as any stopped run; no census is waited for
+        return outcome
+    log(f"{run.session}: its tests ran; waiting for the census of {cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} "
+        "to judge its coverage by")
+    try:
+        scope.wait()
+    except KeyboardInterrupt as exc:
+        outcome.interrupt = exc
+        outcome.stopped = "interrupted while it waited for its require_cudnn census: its coverage is not judged"
+        log(f"{run.session}: {outcome.stopped}")
     return outcome
 
 

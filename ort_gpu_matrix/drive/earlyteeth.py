@@ -13,10 +13,11 @@ which then ends after the census came and hides nothing; cutting each run's -n t
 is what lets three start together without oversubscribing them.
 
 For `teeth_scope = "cudnn"` and `"known"`: an unscoped teeth runs every test and would not wait, it would
-compete. A "cudnn" teeth collects the files of its last run and is handed the node ids to keep; a "known" one
-collects every file and is handed the ones to leave out (knowncut.py, decided once require_cudnn is stored),
-so a test added since still runs. A "known" teeth under --full, or of a suite that sets `full`, runs every test:
-it is not started early.
+compete. A "cudnn" teeth collects the files of its last run and is handed the node ids to keep. A "known" one
+does not wait at all: it cuts by the runs on record before this one (knowncut.py), runs at once, and is handed
+require_cudnn's census only to be judged by it. Its tests would otherwise wait for normal too, since a
+require_cudnn that carries outcomes ends only when normal does (carry.py). A "known" teeth under --full, or of
+a suite that sets `full`, runs every test: it is not started early.
 """
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ and every test no run of this venv and these test files has seen. Without this r
 same venv (its coverage is judged by it), or with `--full`, it runs every test.
 
 A test that dispatched the canary's tier in this run's require_cudnn and was left out here fails teeth by
-name (judge/verdicts.py). Teeth decides its cut once that run is stored (a teeth started early waits for it
-before any test runs, earlyteeth.py), so it is on record here, and such a test can only come from a census that
-changed since.
+name (judge/verdicts.py). A teeth started after that run decides its cut with it on record, so such a test can
+only come from a census that changed since. A teeth started beside it (earlyteeth.py) decides from the runs
+before this one, runs at once, and is judged against it once stored: a test that dispatched a fast tier for the
+first time in this very run is then named and fails teeth, and the next run keeps it. That is the price of
+taking teeth off the cell's critical path (require_cudnn ends only when normal does, drive/carry.py).
 """
 from __future__ import annotations
 
@@ -42,10 +44,10 @@ class KnownCut:
     runs: list[str] = field(default_factory=list)  # "<session> <run id>" of each run read
 
 
-def _on_record(cr: CellRuns, run: ModeRun, prior: Result) -> list[Result]:
+def _on_record(cr: CellRuns, run: ModeRun, prior: Result | None) -> list[Result]:
     """This run's require_cudnn (`prior`, whatever its end: a run stopped midway still saw what it dispatched),
     this process's normal and require_cudnn, and the last stored runs of each that ran to their end."""
-    found: dict[tuple[str, str], Result] = {(prior.session, prior.run_id): prior}
+    found: dict[tuple[str, str], Result] = {} if prior is None else {(prior.session, prior.run_id): prior}
     for mode in (Mode.NORMAL, Mode.REQUIRE_CUDNN):
         session = run.cell.mode_session(mode.value)
         here = cr.earlier.get(session)
@@ -61,22 +63,25 @@ def _on_record(cr: CellRuns, run: ModeRun, prior: Result) -> list[Result]:
     return [found[k] for k in sorted(found)]
 
 
-def known_cut(cr: CellRuns, run: ModeRun, prior: Result | None, tests_digest: str) -> KnownCut:
+def known_cut(cr: CellRuns, run: ModeRun, prior: Result | None, tests_digest: str, later: bool = False) -> KnownCut:
     """What this teeth leaves out, decided as it starts. `prior`: this run's require_cudnn of the same venv, which
-    its coverage is judged by; without one nothing is left out (nothing would check what was)."""
+    its coverage is judged by; without one nothing is left out (nothing would check what was), unless `later`:
+    a teeth started beside its require_cudnn, whose census its parent hands over once stored, and which judges
+    its coverage by it then (earlyteeth.py). That one decides from the runs on record before this one."""
     if cr.full or run.cell.suite.full:
         return KnownCut(None, "every test ran: " + ("--full" if cr.full else f"suite {run.cell.suite.id} sets full"))
     expect = run.cell.suite.expect[run.mode]
     assert isinstance(expect, TeethExpect)
-    if prior is None:
+    if prior is None and not later:
         return KnownCut(None, "every test ran: no require_cudnn run of this venv in this nox process or sweep to "
                               "check what a cut would leave out")
     runs = _on_record(cr, run, prior)
     seen, drop = left_out(runs, run.venv.fingerprint, tests_digest, expect)
     refs = [f"{r.session} {r.run_id}" for r in runs]
+    when = " (decided as it started beside its require_cudnn, which it is judged by once stored)" if later else ""
     return KnownCut(drop, f"{seen - len(drop)} known test(s) ran that dispatched a tier MATH takes away in a run "
                           "on record, or that known_toothless or known_failures names, and any test no run of this "
-                          f"venv and these files has seen; {len(drop)} left out ({len(runs)} run(s) read)", refs)
+                          f"venv and these files has seen; {len(drop)} left out ({len(runs)} run(s) read){when}", refs)
 
 
 def left_out(runs: list[Result], fingerprint: dict[str, object], tests_digest: str,
@@ -93,3 +98,13 @@ def left_out(runs: list[Result], fingerprint: dict[str, object], tests_digest: s
     named = {n for n in seen if any(rule_covers(rule, n) for rule in (*expect.known_toothless,
                                                                      *expect.known_failures))}
     return len(seen), sorted(seen - fast - named)
+
+
+def missed_fast(drop: list[str], prior: Result, tier: str) -> list[str]:
+    """The left-out tests that dispatched a tier MATH takes away in `prior` (this run's require_cudnn), a subtest's
+    tier counting for its test: what a cut decided before `prior` was stored can miss, and must say. Those of
+    the teeth's own `tier` are said already, as tests teeth did not run (judge/verdicts.py): not again here."""
+    left = set(drop)
+    fast = {test_of(n) for n, tiers in prior.dispatch.tests.items() if any(t != MATH for t in tiers)}
+    own = {test_of(n) for n in prior.dispatch.tier_tests(tier)}
+    return sorted((fast & left) - own)

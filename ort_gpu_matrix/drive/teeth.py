@@ -73,7 +73,8 @@ class TeethScope:
     run (`prior`, its census `dispatch`), the node ids to keep (`keep`, None: every test) or why it cannot run
     (`refusal`), and the -n arguments a run of them gets (`workers`). `file`: set for a teeth whose census its
     parent hands over later; it waits (`wait`, or `kept` for one started early), and `basis` holds its last
-    run's tests to start on. Made with `open`, which resolves at once a scope whose census is here already, and
+    run's tests to start on. A "known" one cuts by the runs on record as it is made (`cut_early`), runs, and
+    only then waits for the census it is judged by. Made with `open`, which resolves at once a scope whose census is here already, and
     so retires the session's current result: a run is starting."""
 
     @classmethod
@@ -84,6 +85,10 @@ class TeethScope:
         scope.tests_digest = tests_digest
         if scope.file is None:
             scope._resolve(scope.here)
+        elif scope.known:  # started beside its require_cudnn: cut from the runs on record, run now, judged later
+            results.retire_current(cr.workspace.results_dir, run.session)  # a run is starting
+            scope.cut = known_cut(cr, run, None, tests_digest or digest(run.resolved), later=True)
+            scope.cut_early = True
         return scope
 
     def __init__(self, cr: CellRuns, run: ModeRun) -> None:
@@ -92,6 +97,7 @@ class TeethScope:
         self.file: Path | None = None if here is not None else later_of(cr.census_files, run.cell, run.mode)
         self.known = spec(run.mode).coverage_from is not None and run.cell.suite.teeth_scope == "known"
         self.cut = KnownCut(None, "every test ran")  # what a "known" teeth leaves out (knowncut.py)
+        self.cut_early = False  # decided as it started, before its require_cudnn was stored
         self.tests_digest: str | None = None
         self.basis = None if self.file is None else earlyteeth.basis(cr.workspace.results_dir, run.session)
         self.came = False  # the census is here, or word that none will come: resolved
@@ -112,12 +118,8 @@ class TeethScope:
         self._resolve(prior)
 
     def kept(self) -> Kept | None:
-        """For a teeth started early (KeepLater.resolve): once its census came, what it keeps and their -n, or None.
-        A "known" teeth keeps every test but its cut (knowncut.py), which may be none."""
+        """For a teeth started early (KeepLater.resolve): once its census came, what it keeps and their -n, or None."""
         self.wait()
-        if self.known:
-            self.cr.voice.log(f"{self.run.session}: {self.cut.why}")
-            return Kept(None, self.workers, self.cut.drop or [])
         if self.keep is None:
             return None
         self.cr.voice.log(self._kept_line())
@@ -139,8 +141,9 @@ class TeethScope:
     def _resolve(self, prior: Result | None) -> None:
         """Settle the scope on its census; `came` last, so that a scope interrupted midway reads as never
         resolved (its early run then stores nothing), not as one that ran every test."""
-        results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
-        if self.known:
+        if not self.cut_early:  # one cut early has retired it already, and ran on that cut
+            results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
+        if self.known and not self.cut_early:
             self.cut = known_cut(self.cr, self.run, prior, self.tests_digest or digest(self.run.resolved))
         self.prior, self.dispatch = prior, None if prior is None else prior.dispatch
         self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)

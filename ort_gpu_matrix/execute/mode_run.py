@@ -215,14 +215,11 @@ def _channels(run: ModeRun, files: _Files, digest_w: int, launch: Launch) -> tup
         channels[KEEP_ENV] = str(files.selection)
         tests = narrowed(tests, r.suite_root, launch.keep)
     elif launch.later is not None:
+        channels[KEEP_ENV] = str(files.selection)
         # bounded only against an engine that died without stopping them (they die with it): require_cudnn may
         # wait for its session's lock, then run up to its own timeout
         channels[WAIT_ENV] = str(WAIT_BOUND_S)
-        if launch.later.basis is None:  # a "known" teeth: told what to leave out, every file collected
-            channels[DROP_ENV] = str(files.dropped)
-        else:
-            channels[KEEP_ENV] = str(files.selection)
-            tests = narrowed(tests, r.suite_root, launch.later.basis)
+        tests = narrowed(tests, r.suite_root, launch.later.basis)
     return channels, tests
 
 
@@ -256,7 +253,6 @@ class _Supervisor:
     stopped: str | None = None
     interrupt: KeyboardInterrupt | None = None
     gpu_memory: dict[str, object] | None = None
-    dropped: int = 0  # node ids the probe was told not to run: given as it starts, or handed over later
 
     def wait(self, proc: subprocess.Popen[str], pump: threading.Thread, signals: Signals, gpu: str | None) -> None:
         suite, log = self.run.cell.suite, self.voice.log
@@ -283,27 +279,20 @@ class _Supervisor:
         self.gpu_memory = sampler.result()
 
     def hand_over(self, later: KeepLater, proc: subprocess.Popen[str]) -> None:
-        """Wait for the census; write the keep (or drop) file, or stop pytest (before any test) and raise
-        EarlyAbandoned: where a run of what it keeps would collect other files, or get another -n, than this one
-        started with."""
+        """Wait for the census; write the keep file, or stop pytest (before any test) and raise EarlyAbandoned:
+        where a run of what it keeps would collect other files, or get another -n, than this one started with."""
         waiting = time.time()
         kept = later.resolve()
         waited = round(time.time() - waiting, 3)
         keep = None if kept is None else kept.ids
         same_n = kept is not None and list(kept.workers) == list(later.workers)
         r = self.run.resolved
-        if kept is not None and keep is None and later.basis is None and same_n:  # renamed into place: never half
-            write_atomic(self.files.dropped, json.dumps(sorted(kept.drop)))
-            self.dropped = len(kept.drop)
-            self.voice.log(f"census handed over after {waited} s of waiting: {len(kept.drop)} test(s) left out")
-            return
-        if keep is not None and later.basis is not None and same_n \
-                and narrowed(list(r.test_files), r.suite_root, keep) == list(self.tests):
-            write_atomic(self.files.selection, json.dumps(sorted(keep)))
+        if keep is not None and narrowed(list(r.test_files), r.suite_root, keep) == list(self.tests) and same_n:
+            write_atomic(self.files.selection, json.dumps(sorted(keep)))  # renamed into place: never read half
             self.voice.log(f"census handed over after {waited} s of waiting: {len(keep)} test(s) to keep")
             return
         stop_group(proc, STOP_GRACE_S)
-        raise EarlyAbandoned(keep, waited, "no census" if kept is None else "the census needs another -n"
+        raise EarlyAbandoned(keep, waited, "no census" if keep is None else "the census needs another -n"
                              if not same_n else "the census needs other test files")
 
 
@@ -320,7 +309,7 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], voice: Voice,
     env, applied = mode_env(run.mode, suite, r, run.venv.path, channels, {**os.environ, **launch.given})
     cmd = _command(run, files, posargs, tests)
     voice.log(f"$ {shlex.join(cmd)}")
-    watch = _Supervisor(run, files, launch, tests, voice, dropped=len(launch.drop))
+    watch = _Supervisor(run, files, launch, tests, voice)
     with Signals() as signals, files.log.open("w") as sink:
         try:
             proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -344,7 +333,7 @@ def run_mode(run: ModeRun, workdir: Path, posargs: Sequence[str], voice: Voice,
     return RunOutcome(watch.code, workdir, files.log, files.junit, files.report, report, sha, problem,
                       _read_digest(digest_r), _read_progress(files.progress), applied, watch.started,
                       round(duration, 3), cmd, watch.stopped, watch.interrupt, watch.gpu_memory,
-                      dict(launch.given), watch.dropped)
+                      dict(launch.given), len(launch.drop))
 
 
 def remove_workdir(workdir: Path) -> None:

@@ -16,23 +16,19 @@ from ..plan.cells import Cell
 
 @dataclass(frozen=True)
 class Kept:
-    """What a teeth started early keeps once its census came, and the -n arguments a run of it gets. `ids` None:
-    every test it collected but those in `drop` (a "known" teeth's cut, drive/knowncut.py)."""
+    """What a teeth started early keeps once its census came, and the -n arguments a run of it gets."""
 
-    ids: Sequence[str] | None
+    ids: Sequence[str]
     workers: Sequence[str]
-    drop: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
 class KeepLater:
     """The node ids of a teeth started early (issue 24): `basis` (its last run's) narrows the files it starts on,
     and `workers` are the -n arguments it starts with, a run of `basis`'s (few_workers). `resolve()` blocks until
-    require_cudnn's census is stored and returns what to keep, or None: not to run. `basis` None: a teeth that
-    leaves tests out rather than keeps them (`teeth_scope = "known"`): it starts on every test file, and what it
-    is handed is a drop list, so a test no run has seen still runs."""
+    require_cudnn's census is stored and returns what to keep, or None: not to run."""
 
-    basis: Sequence[str] | None
+    basis: Sequence[str]
     workers: Sequence[str]
     resolve: Callable[[], Kept | None]
 
