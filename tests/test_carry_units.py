@@ -223,6 +223,9 @@ def test_a_known_cut_always_reads_this_runs_require_cudnn_even_one_stopped_midwa
     early = CellRuns(cell, None, ws, (), {}, Voice.plain())
     assert known_cut(serial, run, prior, "d").drop == ["f.py::t_plain"]
     assert known_cut(early, run, prior, "d").drop == ["f.py::t_plain"]
+    # started beside it, before it was stored: by the runs on record alone (the stopped one is passed over there)
+    assert known_cut(early, run, None, "d", later=True).drop == ["f.py::t_flash", "f.py::t_plain"]
+    assert known_cut(early, run, None, "d").drop is None  # after it, without it: nothing would check a cut
 
 
 def test_a_test_that_skipped_or_xfailed_in_normal_runs_again_and_a_read_is_named_first():
