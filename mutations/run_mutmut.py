@@ -31,8 +31,10 @@ EQUIVALENT = REPO / "mutations" / "equivalent.toml"
 GOAL = 0.90
 # A module as scored: its name, the mutant-name glob of the part of it that in-process tests cover. The rest of
 # these two decides from stored results through real nox runs (tests/test_carry.py), which mutmut does not run.
-SCOPES: dict[str, str] = {"ort_gpu_matrix.drive.knowncut": "ort_gpu_matrix.drive.knowncut.x_left_out__mutmut_*",
-                          "ort_gpu_matrix.drive.carry": "ort_gpu_matrix.drive.carry.x_changing__mutmut_*"}
+SCOPES: dict[str, tuple[str, ...]] = {
+    "ort_gpu_matrix.drive.knowncut": tuple(f"ort_gpu_matrix.drive.knowncut.x_{f}__mutmut_*"
+                                           for f in ("left_out", "missed_fast", "known_cut")),
+    "ort_gpu_matrix.drive.carry": ("ort_gpu_matrix.drive.carry.x_changing__mutmut_*",)}
 
 
 def only_mutate() -> list[str]:
@@ -43,8 +45,8 @@ def module_of(path: str) -> str:
     return path.removesuffix(".py").replace("/", ".")
 
 
-def glob_of(module: str) -> str:
-    return SCOPES.get(module, f"{module}.*")
+def glob_of(module: str) -> list[str]:
+    return list(SCOPES.get(module, (f"{module}.*",)))
 
 
 def changed(ref: str) -> list[str]:
@@ -62,22 +64,22 @@ def changed(ref: str) -> list[str]:
 def pick(args: argparse.Namespace) -> list[str]:
     modules = [module_of(p) for p in only_mutate()]
     if args.changed is not None:
-        return [glob_of(module_of(p)) for p in changed(args.changed)]
+        return [g for p in changed(args.changed) for g in glob_of(module_of(p))]
     if args.module:
-        out = []
+        out: list[str] = []
         for name in args.module:
             full = name if name.startswith(("ort_gpu_matrix.", "ort_matrix_probe.")) else f"ort_gpu_matrix.{name}"
             if full in modules:
-                out.append(glob_of(full))
+                out += glob_of(full)
             elif full.rpartition(".")[0] in modules:  # one function: module.function
                 mod, _, fn = full.rpartition(".")
                 out.append(f"{mod}.x_{fn}__mutmut_*")
             elif f"ort_matrix_probe.{name}" in modules:
-                out.append(glob_of(f"ort_matrix_probe.{name}"))
+                out += glob_of(f"ort_matrix_probe.{name}")
             else:
                 raise SystemExit(f"--module {name!r}: not one of {', '.join(modules)} (or module.function)")
         return out
-    return [glob_of(m) for m in modules]
+    return [g for m in modules for g in glob_of(m)]
 
 
 def results() -> dict[str, str]:
