@@ -5,9 +5,15 @@ see (by name, in a child process, through a copy of the environment, at import) 
 must run, and fail, in require_cudnn. The plain tests are carried from normal; the one that skips runs again.
 """
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
-from helpers import CELL, SUITES
+from helpers import CELL, REPO, SUITES
 from test_one_gpu import fake_gpu
 
 CARRY = SUITES / "carry"
@@ -247,3 +253,56 @@ def test_a_carried_regression_is_confirmed_by_a_real_rerun_and_no_carried_test_g
     assert test in tests and tests[test]["unconfirmed"], req["confirmation"]
     assert req["outcomes"][test] == "passed" and set(req["outcomes"]) >= CARRIED | RAN
     assert run.proc.returncode == 0, run.output[-3000:]
+
+
+def _child_of(session):
+    """The pid of the nox child that runs `session` (`--select <session>` on its command line), or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if any(a == "--select" and b == session for a, b in zip(argv, argv[1:], strict=False)):
+            return int(pid)
+    return None
+
+
+def test_an_early_known_teeth_whose_require_cudnn_stored_nothing_fails_naming_what_it_left_out(harness, tmp_path):
+    """Nothing checked the cut it ran on: never a pass (the require_cudnn child is SIGKILLed as its test runs)."""
+    env = {**fake_gpu(tmp_path, free="139000"), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
+    harness.write(["test_tier.py", "test_stops_its_runner.py"], root=TIER, modes=("normal", "require_cudnn", "teeth"),
+                  pythonpath=(".", "../../canary", "../.."))
+    assert harness.nox("-s", CELL, env=env).proc.returncode == 0
+    (tmp_path / "marker.kill").write_text("")
+    second = harness.nox("-s", CELL, env={**env, "TIER_SLOW_S": "2"})
+    assert f"{CELL}-teeth: may start while" in second.output, second.output[-3000:]
+    teeth = second.result("teeth")
+    assert teeth["verdict"] == "fail" and teeth["selection"]["left_out"], teeth
+    reason = next(r for r in teeth["reasons"] if "census came to check" in r)
+    assert all(n in reason for n in teeth["selection"]["left_out"]), reason
+
+
+def test_sigterm_while_an_early_known_teeth_waits_for_its_census_stores_its_run_as_stopped(harness, tmp_path):
+    """Its tests ran; the wait for the census after them is a run's wait too: SIGTERM there stores the run, stopped
+    (a reason, never a pass), as Ctrl-C does, instead of losing it."""
+    env = {**fake_gpu(tmp_path, free="139000"), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
+    write_tier(harness)
+    assert harness.nox("-s", CELL, env=env).proc.returncode == 0
+    full = {**os.environ, "MATRIX_TOML": str(harness.matrix), "MATRIX_RESULTS": str(harness.results),
+            "MATRIX_VENVS": str(harness.venvs), **env, "TIER_SLOW_S": "15"}
+    proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log = harness.results / "sweep-logs" / f"{CELL}-teeth.log"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (log.exists() and "waiting for the census" in log.read_text()):
+            time.sleep(0.2)
+        child = _child_of(f"{CELL}-teeth")
+        assert child is not None, log.read_text()[-2000:] if log.exists() else "no teeth log"
+        os.kill(child, signal.SIGTERM)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        proc.kill()
+    teeth = json.loads((harness.results / f"{CELL}-teeth.json").read_text())
+    assert teeth["verdict"] == "fail", out[-3000:]
+    assert any("interrupted while it waited for its require_cudnn census" in r for r in teeth["reasons"]), teeth

@@ -26,6 +26,7 @@ from pathlib import Path
 from ort_matrix_probe.schema import TestEntry, parent_of
 
 from ..config.modes import Mode, spec
+from ..execute.group import Signals
 from ..execute.probe_report import read_report
 from ..execute.request import ModeRun
 from ..execute.testfiles import digest
@@ -165,7 +166,8 @@ class Carry:
         if here is None and self.file is not None:
             self.cr.voice.log(f"{self.run.session}: waiting for {self.source_session} to carry outcomes from")
             try:
-                here, why = handed_run(self.file, self.cr.workspace.results_dir, Mode.NORMAL)
+                with Signals():  # SIGTERM too: Interrupted, stored as Ctrl-C's is
+                    here, why = handed_run(self.file, self.cr.workspace.results_dir, Mode.NORMAL)
             except KeyboardInterrupt as exc:  # stored first, as any interrupted run is; then it goes on (cell.py)
                 self.interrupt, here, why = exc, None, "the run was interrupted while it waited for it"
             if here is None:

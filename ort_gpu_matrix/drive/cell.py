@@ -21,6 +21,7 @@ from ..config.modes import MODES, Mode
 from ..config.overrides import Workspace
 from ..envs import libsets
 from ..envs.venvs import BuildError, Venv, ensure_venv
+from ..execute.group import Signals
 from ..execute.mode_run import EarlyAbandoned, RunOutcome, not_started, remove_workdir, run_mode
 from ..execute.request import KeepLater, Launch, ModeRun
 from ..execute.testfiles import digest
@@ -114,6 +115,11 @@ def _cut_of(scope: TeethScope, verdict: Verdict, selection: Selection) -> tuple[
         cut = scope.cut
         verdict = not_stale_for(verdict, cut.drop or [])
         prior = scope.prior
+        if prior is None and scope.cut_early:  # nothing checked the cut it ran on: never a pass
+            verdict = with_reasons(verdict, [
+                f"no {scope.run.cell.mode_session(Mode.REQUIRE_CUDNN.value)} census came to check the "
+                f"{len(cut.drop or [])} test(s) teeth left out, deciding as it started: {listing(cut.drop or [])}; "
+                "run again, or with --full"])
         expect = scope.run.cell.suite.expect[scope.run.mode]
         assert isinstance(expect, TeethExpect)
         missed = [] if prior is None else missed_fast(cut.drop or [], prior, expect.tier)
@@ -174,7 +180,8 @@ def _run_known_early(cr: CellRuns, run: ModeRun, scratch: Scratch, scope: TeethS
     log(f"{run.session}: its tests ran; waiting for the census of {cr.cell.mode_session(Mode.REQUIRE_CUDNN.value)} "
         "to judge its coverage by")
     try:
-        scope.wait()
+        with Signals():  # SIGTERM too: Interrupted, stored as a stopped run like Ctrl-C
+            scope.wait()
     except KeyboardInterrupt as exc:
         outcome.interrupt = exc
         outcome.stopped = "interrupted while it waited for its require_cudnn census: its coverage is not judged"

@@ -59,7 +59,10 @@ def handed(path: Path, results_dir: Path, cell: Cell, mode: str,
            fingerprint: dict[str, object]) -> tuple[Result | None, str | None]:
     """The census the parent handed over in `path`, as `prior_of` would have it, waited for; or None and why."""
     found, why = handed_run(path, results_dir, Mode.REQUIRE_CUDNN)
-    return (None, why) if found is None else (prior_of({found.session: found}, cell, mode, fingerprint), None)
+    if found is None:
+        return None, why
+    prior = prior_of({found.session: found}, cell, mode, fingerprint)
+    return (prior, None) if prior is not None else (None, f"{found.session} run {found.run_id} ran in another venv")
 
 
 def handed_run(path: Path, results_dir: Path, mode: Mode) -> tuple[Result | None, str | None]:

@@ -9,7 +9,9 @@ from (census.py): this process's results, or the file its parent hands it over i
 before its require_cudnn ended (earlyteeth.py). It is resolved once, when that census is there: at once, or
 once the parent wrote the file. Resolving retires the session's current result (a run is starting) and
 settles the prior run, the node ids to keep or the refusal, and the -n arguments, which the run and its
-verdict then only read. A teeth stopped while it waits is never resolved: its last result stays current.
+verdict then only read. A teeth stopped while it waits is never resolved: its last result stays current. A
+"known" teeth started beside its require_cudnn is the exception: it cuts by the runs on record as it starts,
+retires its result then, runs, and only then waits, so one stopped while it waits stores its run, stopped.
 """
 from __future__ import annotations
 
@@ -141,13 +143,15 @@ class TeethScope:
     def _resolve(self, prior: Result | None) -> None:
         """Settle the scope on its census; `came` last, so that a scope interrupted midway reads as never
         resolved (its early run then stores nothing), not as one that ran every test."""
+        cut = self.cut
+        if self.known and not self.cut_early:
+            cut = known_cut(self.cr, self.run, prior, self.tests_digest or digest(self.run.resolved))
+        keep, refusal = teeth_selection(self.run.cell, self.run.mode, prior)
+        workers, note = few_workers(self.run.cell, self.cr.posargs, keep)
         if not self.cut_early:  # one cut early has retired it already, and ran on that cut
             results.retire_current(self.cr.workspace.results_dir, self.run.session)  # a run is starting
-        if self.known and not self.cut_early:
-            self.cut = known_cut(self.cr, self.run, prior, self.tests_digest or digest(self.run.resolved))
+        self.cut, self.keep, self.refusal, self.workers, self.note = cut, keep, refusal, workers, note
         self.prior, self.dispatch = prior, None if prior is None else prior.dispatch
-        self.keep, self.refusal = teeth_selection(self.run.cell, self.run.mode, prior)
-        self.workers, self.note = few_workers(self.run.cell, self.cr.posargs, self.keep)
         self.came = True
 
     def _kept_line(self) -> str:
