@@ -282,27 +282,33 @@ def test_an_early_known_teeth_whose_require_cudnn_stored_nothing_fails_naming_wh
     assert all(n in reason for n in teeth["selection"]["left_out"]), reason
 
 
-def test_sigterm_while_an_early_known_teeth_waits_for_its_census_stores_its_run_as_stopped(harness, tmp_path):
-    """Its tests ran; the wait for the census after them is a run's wait too: SIGTERM there stores the run, stopped
-    (a reason, never a pass), as Ctrl-C does, instead of losing it."""
+@pytest.mark.parametrize("mode, waiting, said", [
+    ("teeth", "waiting for the census", "interrupted while it waited for its require_cudnn census"),
+    ("require_cudnn", "to carry outcomes from", "the run was interrupted while it waited for it")])
+def test_sigterm_while_a_run_waits_for_a_handed_over_run_stores_it_as_stopped(harness, tmp_path, mode, waiting, said):
+    """Its tests ran; the wait after them (teeth for its census, require_cudnn for the normal it carries from) is a
+    run's wait too: SIGTERM there stores the run, failed with a reason, as Ctrl-C does, instead of losing it."""
     env = {**fake_gpu(tmp_path, free="139000"), "TIER_MARKER_FILE": str(tmp_path / "marker"), "MATRIX_CORES": "6"}
     write_tier(harness)
-    assert harness.nox("-s", CELL, env=env).proc.returncode == 0
+    first = harness.nox("-s", CELL, env=env)
+    assert first.proc.returncode == 0, first.output[-3000:]
+    before = first.result(mode)["run_id"]
+    log = harness.results / "sweep-logs" / f"{CELL}-{mode}.log"
+    log.unlink()  # the first run's require_cudnn waited for its normal too: only this run's log says when to stop
     full = {**os.environ, "MATRIX_TOML": str(harness.matrix), "MATRIX_RESULTS": str(harness.results),
             "MATRIX_VENVS": str(harness.venvs), **env, "TIER_SLOW_S": "15"}
     proc = subprocess.Popen([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", CELL], env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        log = harness.results / "sweep-logs" / f"{CELL}-teeth.log"
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (log.exists() and "waiting for the census" in log.read_text()):
+        while time.monotonic() < deadline and not (log.exists() and waiting in log.read_text()):
             time.sleep(0.2)
-        child = _child_of(f"{CELL}-teeth")
-        assert child is not None, log.read_text()[-2000:] if log.exists() else "no teeth log"
+        child = _child_of(f"{CELL}-{mode}")
+        assert child is not None, log.read_text()[-2000:] if log.exists() else f"no {mode} log"
         os.kill(child, signal.SIGTERM)
         out = proc.communicate(timeout=300)[0]
     finally:
         proc.kill()
-    teeth = json.loads((harness.results / f"{CELL}-teeth.json").read_text())
-    assert teeth["verdict"] == "fail", out[-3000:]
-    assert any("interrupted while it waited for its require_cudnn census" in r for r in teeth["reasons"]), teeth
+    stored = json.loads((harness.results / f"{CELL}-{mode}.json").read_text())
+    assert stored["run_id"] != before and stored["verdict"] == "fail", out[-3000:]
+    assert any(said in r for r in stored["reasons"]), stored["reasons"]
