@@ -224,8 +224,22 @@ def test_a_known_cut_always_reads_this_runs_require_cudnn_even_one_stopped_midwa
     assert known_cut(serial, run, prior, "d").drop == ["f.py::t_plain"]
     assert known_cut(early, run, prior, "d").drop == ["f.py::t_plain"]
     # started beside it, before it was stored: by the runs on record alone (the stopped one is passed over there)
-    assert known_cut(early, run, None, "d", later=True).drop == ["f.py::t_flash", "f.py::t_plain"]
-    assert known_cut(early, run, None, "d").drop is None  # after it, without it: nothing would check a cut
+    cut = known_cut(early, run, None, "d", later=True)
+    assert cut.drop == ["f.py::t_flash", "f.py::t_plain"] and len(cut.runs) == 1
+    assert cut.why == ("0 known test(s) ran that dispatched a tier MATH takes away in a run on record, or that "
+                       "known_toothless or known_failures names, and any test no run of this venv and these files has "
+                       "seen; 2 left out (1 run(s) read) (decided as it started beside its require_cudnn, which it is "
+                       "judged by once stored)")
+    assert known_cut(serial, run, prior, "d").why.endswith("; 1 left out (2 run(s) read)")
+    none = known_cut(early, run, None, "d")  # after it, without it: nothing would check a cut
+    assert none.drop is None and none.why == ("every test ran: no require_cudnn run of this venv in this nox process "
+                                              "or sweep to check what a cut would leave out")
+    import dataclasses
+    asked = known_cut(dataclasses.replace(serial, full=True), run, prior, "d", later=True)
+    assert (asked.drop, asked.why) == (None, "every test ran: --full")
+    suite_full = dataclasses.replace(cell, suite=dataclasses.replace(cell.suite, full=True))
+    by_suite = known_cut(serial, dataclasses.replace(run, cell=suite_full), prior, "d", later=True)
+    assert (by_suite.drop, by_suite.why) == (None, "every test ran: suite s sets full")
 
 
 def test_a_test_that_skipped_or_xfailed_in_normal_runs_again_and_a_read_is_named_first():
