@@ -26,7 +26,8 @@ export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
 BFM=docs/evidence/below-floor/matrix.toml
 mkdir -p "$OUT"
 if [ "$STEP" = A ]; then
-  timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" --full \
+  timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" \
+    $([ "${FULL:-1}" = 1 ] && echo --full) \
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
 fi
 if [ "$STEP" = A2 ]; then
