@@ -50,9 +50,13 @@ def watched() -> frozenset[str]:
 
 
 def _library_dirs() -> tuple[str, ...]:
-    """Where the standard library and installed packages live: code there reads on behalf of its caller."""
+    """Where the standard library and installed packages live: code there reads on behalf of its caller. Every
+    site-packages or dist-packages dir on sys.path counts, not only this venv's own: a venv that reaches another
+    one's packages through a .pth file (torch from an image's venv) runs pytest, pluggy and xdist from there."""
     paths = sysconfig.get_paths()
     found = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}
+    found |= {os.path.realpath(p) for p in sys.path
+              if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")}
     return tuple(sorted((p.rstrip(os.sep) + os.sep for p in found), key=len, reverse=True))  # site-packages first
 
 
