@@ -4,6 +4,7 @@ A read belongs to its test, to a wide fixture's scope, to the module being colle
 the whole environment and starting a child process count as reading every variable ("*"). pytest's, its
 plugins' and the probe's own reads are never the tests'."""
 import json
+import os
 
 import pytest
 from helpers import REPO
@@ -373,3 +374,16 @@ def test_which_children_see_the_environment_and_which_still_run():
         child.wait()
     tracker = [sys.executable.encode(), b"-c", b"from multiprocessing.resource_tracker import main;main(5)"]
     assert not c.serves_tests((tracker,)) and c.serves_tests(([sys.executable, "-c", "pass"],))
+
+
+def test_a_plugin_from_a_site_packages_dir_outside_this_venv_is_still_pytests_own(run, pytester, monkeypatch):
+    """A venv that reaches another one's packages through a .pth file (the device's image torch) runs pytest's
+    plugins from a site-packages dir its own sysconfig does not name: their reads are still not the tests'."""
+    site = pytester.path / "elsewhere" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "pytest_timeout.py").write_text(  # an own plugin's name; its hook reads the whole environment
+        "import os\n\ndef pytest_collection_finish(session):\n    dict(os.environ)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{REPO}")
+    result, report = run("test_quiet.py", "-k", "test_untouched", "-p", "pytest_timeout")
+    result.assert_outcomes(passed=1)
+    assert scopes_of(report) == {}, report["env_reads"]  # the plugin's read of everything is not the tests'
