@@ -8,7 +8,8 @@ here, through `os.environ`'s own class, and counted:
 - iterating, copying or printing the whole environment (`dict(os.environ)`, `.copy()`, `.items()`, `{**...}`,
   `repr`), and starting a child process that sees it (subprocess, `os.system`, `os.fork`, multiprocessing,
   `os.posix_spawn`): a read of everything, "*". Which children see it, and when one counts for every test,
-  is childstarts.py's rule.
+  is childstarts.py's rule. An iteration by reviewed library code that keeps only the names under a prefix
+  (tqdm's, at torch's import) reads only the watched names under it: envfilters.py.
 
 A read belongs to the test running it; inside a fixture wider than a function, to every test of that
 fixture's class or module (a session or package fixture: every test); while a module is collected (its
@@ -32,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from . import childstarts
+from . import childstarts, envfilters
 from .schema import EVERYTHING, WATCH_ENV, EnvReads
 
 ALL = ""  # the scope of a read that belongs to every test
@@ -155,11 +156,16 @@ def _environ_class(base: type, reads: Reads, decode: Callable[[Any], str]) -> ty
         def __getitem__(self, key: Any) -> Any:
             name = decode(key)
             if name in reads.names:
-                reads.saw(name)
+                caller = sys._getframe(1)
+                keeps = envfilters.kept(caller, reads.names) if envfilters.fetched_by_view(caller) else None
+                if keeps is None or name in keeps:  # a reviewed filter's view fetched it, and drops it: no read
+                    reads.saw(name)
             return super().__getitem__(key)
 
         def __iter__(self) -> Iterator[Any]:
-            reads.saw(EVERYTHING)
+            keeps = envfilters.kept(sys._getframe(1), reads.names)
+            for name in [EVERYTHING] if keeps is None else sorted(keeps):
+                reads.saw(name)
             keys: Iterator[Any] = super().__iter__()
             return keys
 

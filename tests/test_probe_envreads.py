@@ -5,6 +5,9 @@ the whole environment and starting a child process count as reading every variab
 plugins' and the probe's own reads are never the tests'."""
 import json
 import os
+import sys
+import types
+from collections.abc import Mapping
 
 import pytest
 from helpers import REPO
@@ -387,3 +390,76 @@ def test_a_plugin_from_a_site_packages_dir_outside_this_venv_is_still_pytests_ow
     result, report = run("test_quiet.py", "-k", "test_untouched", "-p", "pytest_timeout")
     result.assert_outcomes(passed=1)
     assert scopes_of(report) == {}, report["env_reads"]  # the plugin's read of everything is not the tests'
+
+
+TQDM_USER = '''
+import tqdm  # its import runs envwrap, which iterates os.environ and keeps only TQDM_* names
+
+def test_uses_tqdm():
+    pass
+'''
+
+LOOK_ALIKE = '''
+import os
+
+def envwrap(prefix):  # the reviewed filter's shape and names, in the tests' own code and not tqdm's file
+    return dict((k, v) for k, v in os.environ.items() if k.startswith(prefix))
+
+WRAPPED = envwrap("TQDM_")
+
+def test_look_alike():
+    pass
+'''
+
+
+@pytest.mark.parametrize("watch", [[CANARY], [CANARY, "TQDM_WATCHED"]], ids=["canary", "under-the-prefix"])
+def test_tqdm_keeping_only_its_own_prefix_is_no_read_of_everything_and_a_look_alike_is(run, pytester, monkeypatch,
+                                                                                         watch):
+    """torch's import loads tqdm, whose envwrap iterates os.environ for `TQDM_*` names alone (envfilters.py): the
+    real tqdm, imported as a module is collected, reads none of the canary; a watched name under its prefix is
+    read; the same code in a file of the tests' own is a read of everything."""
+    pytest.importorskip("tqdm")
+    monkeypatch.setenv("ORT_MATRIX_WATCH_ENV", json.dumps(watch))
+    for name in watch:  # set, as in require_cudnn: the items view fetches each value it iterates over
+        monkeypatch.setenv(name, "1")
+    pytester.makepyfile(test_uses_tqdm=TQDM_USER, test_look_alike=LOOK_ALIKE)
+    result, report = run("test_uses_tqdm.py", "test_look_alike.py")
+    result.assert_outcomes(passed=2)
+    scopes = scopes_of(report)
+    assert "*" in scopes.get("test_look_alike.py", []), report["env_reads"]
+    assert scopes.get("test_uses_tqdm.py") == (["TQDM_WATCHED"] if len(watch) > 1 else None), report["env_reads"]
+    assert set(scopes) <= {"test_look_alike.py", "test_uses_tqdm.py"}, report["env_reads"]
+
+
+def test_a_reviewed_filter_is_exempted_only_while_its_line_and_prefix_are_the_reviewed_ones(tmp_path):
+    """The exemption rests on the reviewed source line, read from the file as it is now: a tqdm whose envwrap
+    filters otherwise (`not`), or iterates without a filter, is a read of everything again."""
+    from ort_matrix_probe import envfilters
+    pkg = tmp_path / "tqdm"
+    pkg.mkdir()
+    reviewed = "(k[i:].lower(), v) for k, v in os.environ.items() if k.startswith(prefix))"
+
+    def kept_by(line):
+        source = (f"def envwrap(prefix):\n    i = len(prefix)\n    got = []\n    got.extend(\n        {line}\n"
+                  "    return got\n")
+        path = pkg / "utils.py"
+        path.write_text(source)
+        seen = []
+
+        class Env(Mapping):  # iterated through the mapping views, as os.environ is
+            def __iter__(self):
+                seen.append(envfilters.kept(sys._getframe(1), frozenset({CANARY, "TQDM_X"})))
+                return iter(["A"])
+
+            def __getitem__(self, key):
+                return "1"
+
+            def __len__(self):
+                return 1
+        namespace = {"os": types.SimpleNamespace(environ=Env())}
+        exec(compile(source, str(path), "exec"), namespace)
+        namespace["envwrap"]("TQDM_")
+        return seen
+    assert kept_by(reviewed) == [frozenset({"TQDM_X"})]
+    assert kept_by(reviewed.replace("if k.startswith", "if not k.startswith")) == [None]
+    assert kept_by("(k, v) for k, v in os.environ.items())") == [None]

@@ -3,6 +3,12 @@
 #   A. ORT's attention suite (below-floor/matrix.toml, cell bf-3.12-h200att: 198 tests, three modes): one cell run
 #      (the census and the runs on record), then bench/below_floor.py: the cell against one bare require run of the
 #      seed recipe, 5 alternating pairs, wall and CPU time, the --full cell beside them, the outcomes compared.
+#   P. where a bare run's time goes (bench/fixed_costs.py: imports, collection, xdist's empty start at -n 2/4/8,
+#      every test serially and at -n 8, with JUnit files), after one warm-up cell run and one --full run, whose
+#      results' JSON files (each mode's tests, tiers and selection) come back as results-*.tgz.
+#   S. how much of a run's CPU time is idle threads spinning: bench/fixed_costs.py's serial and -n 8 runs as they
+#      are, with OMP_WAIT_POLICY=PASSIVE, with every ORT session's spinning off (--spin-off), and with both.
+#   R. the census's cut: bf-3.12-h200att run twice in a fresh results dir; each mode's counts and selection.
 #   A2. the same bench, 3 pairs, on bf-3.12-h200atttier: teeth over its tier only (teeth_scope "cudnn"), the cost
 #      of the narrower teeth beside the default one, which keeps every test of any fast tier.
 #   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
@@ -19,7 +25,7 @@
 # Run: STEP=A OUT=... bash docs/evidence/run-below-floor-h200.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to A, A2, B, C or D}"
+: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to P, S, R, A, A2, B, C or D}"
 python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
 export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
@@ -29,6 +35,34 @@ if [ "$STEP" = A ]; then
   timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" \
     $([ "${FULL:-1}" = 1 ] && echo --full) \
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
+fi
+if [ "$STEP" = P ]; then
+  timeout 200 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat 0 --full 2>&1 | tee "$OUT/step-p.log"
+  timeout 300 python3 bench/fixed_costs.py --matrix $BFM --cell bf-3.12-h200att --out "$OUT/fixed" 2>&1 | tee -a "$OUT/step-p.log"
+  for side in cell full; do
+    (cd "$BENCH_WORK/$side" && find . -name "*.json" | tar -czf "$OUT/results-$side.tgz" -T -)
+  done
+fi
+if [ "$STEP" = S ]; then
+  for v in base omp spin both; do
+    extra=()
+    case $v in omp) extra=(--env OMP_WAIT_POLICY=PASSIVE);; spin) extra=(--spin-off);;
+      both) extra=(--env OMP_WAIT_POLICY=PASSIVE --spin-off);; esac
+    echo "## $v"
+    timeout 150 python3 bench/fixed_costs.py --matrix $BFM --cell bf-3.12-h200att --out "$OUT/spin" --steps serial,full \
+      --tag $v "${extra[@]}"
+  done 2>&1 | tee "$OUT/step-s.log"
+  (cd "$OUT/spin" && tar -czf ../spin.tgz . && cd .. && rm -rf spin)
+fi
+if [ "$STEP" = R ]; then
+  for i in 1 2; do
+    MATRIX_TOML=$BFM MATRIX_RESULTS=/root/bf-cut timeout 200 python3 -m nox -s bf-3.12-h200att > "$OUT/cut-$i.log" 2>&1
+    echo "cell run $i: exit $?"
+    for m in normal require_cudnn teeth; do
+      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); s=r['selection']; print(sys.argv[2], r['verdict'],
+r['duration_s'], 's', r['counts']['collected'], 'collected;', s.get('why','')[:300])" /root/bf-cut/bf-3.12-h200att-$m.json $m
+    done
+  done 2>&1 | tee "$OUT/step-r.log"
 fi
 if [ "$STEP" = A2 ]; then
   BENCH_WORK=/root/bench-below-floor-tier timeout 540 python3 bench/below_floor.py --matrix $BFM \
