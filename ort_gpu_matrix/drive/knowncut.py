@@ -94,10 +94,15 @@ def left_out(runs: list[Result], fingerprint: dict[str, object], tests_digest: s
     same = [r for r in runs if r.venv.fingerprint == fingerprint
             and r.selection is not None and r.selection.tests_digest == tests_digest]
     seen = {test_of(n) for r in same for n in collected(r.outcomes)}
-    fast = {test_of(n) for r in runs for n, tiers in r.dispatch.tests.items() if any(t != MATH for t in tiers)}
+    fast = {n for r in runs for n in _fast(r)}
     named = {n for n in seen if any(rule_covers(rule, n) for rule in (*expect.known_toothless,
                                                                      *expect.known_failures))}
     return len(seen), sorted(seen - fast - named)
+
+
+def _fast(run: Result) -> set[str]:
+    """The tests that dispatched a tier MATH takes away in `run`, a subtest's tier counting for its test."""
+    return {test_of(n) for n, tiers in run.dispatch.tests.items() if any(t != MATH for t in tiers)}
 
 
 def missed_fast(drop: list[str], prior: Result, tier: str) -> list[str]:
@@ -105,6 +110,6 @@ def missed_fast(drop: list[str], prior: Result, tier: str) -> list[str]:
     tier counting for its test: what a cut decided before `prior` was stored can miss, and must say. Those of
     the teeth's own `tier` are said already, as tests teeth did not run (judge/verdicts.py): not again here."""
     left = set(drop)
-    fast = {test_of(n) for n, tiers in prior.dispatch.tests.items() if any(t != MATH for t in tiers)}
+    fast = _fast(prior)
     own = {test_of(n) for n in prior.dispatch.tier_tests(tier)}
     return sorted((fast & left) - own)
