@@ -6,8 +6,8 @@
 #   P. where a bare run's time goes (bench/fixed_costs.py: imports, collection, xdist's empty start at -n 2/4/8,
 #      every test serially and at -n 8, with JUnit files), after one warm-up cell run and one --full run, whose
 #      results' JSON files (each mode's tests, tiers and selection) come back as results-*.tgz.
-#   S. how much of a run's CPU time is idle threads spinning: bench/fixed_costs.py's serial and -n 8 runs as they
-#      are, with OMP_WAIT_POLICY=PASSIVE, with every ORT session's spinning off (--spin-off), with both, and with
+#   S. how much of a run's CPU time is idle threads spinning: bench/fixed_costs.py's -n 8 run (the bare run) as it
+#      is, with OMP_WAIT_POLICY=PASSIVE, with every ORT session's spinning off (--spin-off), with both, and with
 #      OMP_NUM_THREADS=1 (one torch thread a process: measured, not a setting a cell may choose unasked).
 #   R. the census's cut: bf-3.12-h200att run twice in a fresh results dir; each mode's counts and selection.
 #   A2. the same bench, 3 pairs, on bf-3.12-h200atttier: teeth over its tier only (teeth_scope "cudnn"), the cost
@@ -50,7 +50,7 @@ if [ "$STEP" = S ]; then
     case $v in omp) extra=(--env OMP_WAIT_POLICY=PASSIVE);; spin) extra=(--spin-off);;
       both) extra=(--env OMP_WAIT_POLICY=PASSIVE --spin-off);; omp1) extra=(--env OMP_NUM_THREADS=1);; esac
     echo "## $v"
-    timeout 150 python3 bench/fixed_costs.py --matrix $BFM --cell bf-3.12-h200att --out "$OUT/spin" --steps serial,full \
+    timeout 150 python3 bench/fixed_costs.py --matrix $BFM --cell bf-3.12-h200att --out "$OUT/spin" --steps full \
       --tag $v "${extra[@]}"
   done 2>&1 | tee "$OUT/step-s.log"
   (cd "$OUT/spin" && tar -czf ../spin.tgz . && cd .. && rm -rf spin)
