@@ -36,6 +36,11 @@ if [ "$STEP" = A ]; then
   timeout 540 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat "${REPEAT:-5}" \
     $([ "${FULL:-1}" = 1 ] && echo --full) \
     --out "$OUT/below-floor-att.json" 2>&1 | tee "$OUT/step-a.log"
+  for m in normal require_cudnn teeth; do  # what the last timed cell ran, and why
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); s=r['selection']; print(sys.argv[2], r['verdict'],
+r['duration_s'], 's', r['counts']['collected'], 'collected;', s.get('why','')[:300])" \
+      "$BENCH_WORK/cell/bf-3.12-h200att-$m.json" $m
+  done 2>&1 | tee -a "$OUT/step-a.log"
 fi
 if [ "$STEP" = P ]; then
   timeout 200 python3 bench/below_floor.py --matrix $BFM --cell bf-3.12-h200att --repeat 0 --full 2>&1 | tee "$OUT/step-p.log"
