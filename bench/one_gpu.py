@@ -133,6 +133,10 @@ def bare_cmd(matrix, cell, work: Path, mode: str = "normal",
     cwd = Path(tempfile.mkdtemp(prefix="bench-bare-", dir=work))
     test_env, _ = mode_env(mode, cell.suite, r, venv.path, {})
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
+    if cell.suite.quiet_threads:  # and its threads as ORT and OpenMP leave them: the cell's choice is not the user's
+        for name in ("OMP_WAIT_POLICY", "ORT_MATRIX_QUIET_THREADS"):
+            if name not in cell.suite.env:
+                test_env.pop(name, None)
     (cwd / "pytest.ini").write_text("[pytest]\n")
     return ([str(venv.python), "-m", "pytest", "-c", str(cwd / "pytest.ini"), "--rootdir", r.suite_root,
              "-p", "no:cacheprovider", "-q", *extra, *cell.suite.pytest_args, *r.test_files], test_env, cwd)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from . import quiet
 from .epcensus import RUN_METHODS, EpCensus
 from .fdtap import FdTap
 from .inject import ASKED_CUDA, wrap_providers
@@ -31,6 +32,7 @@ class Patch:
     tap: FdTap
     on_injection: Callable[[], str]  # counts an injection; returns the current test's node id
     census: EpCensus | None = None  # which EP served each CUDA-asking session (epcensus.py)
+    quiet: bool = False  # every session's threads sleep while idle (quiet.py)
 
 
 def _install(cls: type, name: str, wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:
@@ -61,9 +63,14 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
         installed.append((session_cls, name, original))
     census = patch.census
     create = _unwrapped(session_cls, "_create_inference_session")
+    wrapped_create = create
+    if patch.quiet and create is not None:
+        wrapped_create = quiet.wrap_create(wrapped_create, module)
     if census is not None and create is not None:
         census.bind(module)
-        _install(session_cls, "_create_inference_session", census.wrap_create(create), create)
+        wrapped_create = census.wrap_create(wrapped_create)
+    if wrapped_create is not create:
+        _install(session_cls, "_create_inference_session", wrapped_create, create)
         installed.append((session_cls, "_create_inference_session", create))
     run_cls = getattr(module, "Session", session_cls)
     for name in RUN_METHODS:

@@ -44,6 +44,7 @@ from .loader import LOADER_ENV, recheck
 from .loader import apply as apply_loader
 from .ortpatch import Patch, arm
 from .provenance import provenance
+from .quiet import QUIET_ENV
 from .report import EP_PROP, INJECT_PROP, SDPA_PROP, SUBTEST_PROP, UNATTRIBUTED_PROP
 from .schema import REPORT_VERSION, Audit, CollectionEntry, PollutionEntry, ProbeReport, TestEntry
 from .subtests import Scopes, arm_unittest, is_subtest, wrap_fixture
@@ -109,7 +110,8 @@ class Probe:
         self.calls: dict[str, Any] = {}  # each running test's call report, read again once pytest is done with it
         self.census = None if os.environ.get(EP_CENSUS_ENV) == "off" else EpCensus(
             self.scopes.key, nodes=os.environ.get(NODE_CENSUS_ENV) != "off")
-        self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census))
+        self.disarm = arm(Patch(_forced_options(), FdTap(self.on_fd1), self.on_injection, self.census,
+                                os.environ.get(QUIET_ENV) == "1"))
         self.undo_subtests = arm_unittest(self.scopes)
         self.isolation = Isolation(mode, self.process_name)
         self.env_reads: envreads.Census | None = None  # registered beside it (pytest_configure)

@@ -244,6 +244,60 @@ def test_cpu_only_is_left_alone():
     assert tests["test_named"]["injections"] == 1 and tests["test_cpu_only_is_left_alone"]["injections"] == 0
 
 
+QUIET = '''
+import os
+import onnxruntime as ort
+from tinyort import model
+
+IDENTITY_MODEL = model()
+
+KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
+QUIET = os.environ.get("ORT_MATRIX_QUIET_THREADS") == "1"
+
+
+def entries(sess):
+    options, got = sess.get_session_options(), []
+    for key in KEYS:
+        try:
+            got.append(options.get_session_config_entry(key))
+        except Exception:
+            got.append(None)
+    return got
+
+
+def test_no_options_given():
+    sess = ort.InferenceSession(IDENTITY_MODEL, providers=["CPUExecutionProvider"])
+    assert entries(sess) == (["0", "0"] if QUIET else [None, None])
+
+
+def test_own_options_kept():
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    sess = ort.InferenceSession(IDENTITY_MODEL, options, providers=["CPUExecutionProvider"])
+    assert entries(sess) == (["1", "0"] if QUIET else ["1", None])
+
+
+def test_recreated_by_set_providers():
+    sess = ort.InferenceSession(IDENTITY_MODEL, providers=["CPUExecutionProvider"])
+    sess.set_providers(["CPUExecutionProvider"])
+    assert entries(sess) == (["0", "0"] if QUIET else [None, None])
+'''
+
+
+@pytest.mark.parametrize("quiet", ["1", None], ids=["quiet", "as-is"])
+def test_quiet_threads_turn_every_sessions_spinning_off_unless_the_test_set_it(suite, monkeypatch, quiet):
+    """A suite's quiet_threads: each session, built from no options, its own, or again by set_providers, has
+    ORT's spinning off, and a value the test set itself stands; without it, nothing is set."""
+    pytester, report = suite
+    if quiet:
+        monkeypatch.setenv("ORT_MATRIX_QUIET_THREADS", quiet)
+    else:
+        monkeypatch.delenv("ORT_MATRIX_QUIET_THREADS", raising=False)
+    pytester.makepyfile(test_quiet=QUIET)
+    result = pytester.runpytest_subprocess(*PLUGIN)
+    result.assert_outcomes(passed=3)
+
+
 def test_sessions_in_one_process_patch_afresh_and_leave_ort_as_it_was(pytester, monkeypatch):
     """Two inline pytest sessions: each patches ORT for itself, and ORT is unpatched after each."""
     monkeypatch.setenv("ORT_MATRIX_CUDA_OPTIONS", '{"sdpa_kernel": "16"}')

@@ -10,6 +10,8 @@
 #      is, with OMP_WAIT_POLICY=PASSIVE, with every ORT session's spinning off (--spin-off), with both, and with
 #      OMP_NUM_THREADS=1 (one torch thread a process: measured, not a setting a cell may choose unasked).
 #   R. the census's cut: bf-3.12-h200att run twice in a fresh results dir; each mode's counts and selection.
+#   AQ. the same bench on bf-3.12-h200attquiet (quiet_threads: idle threads sleep in every mode), against the same
+#      bare run a user makes (threads as ORT and OpenMP leave them).
 #   A2. the same bench, 3 pairs, on bf-3.12-h200atttier: teeth over its tier only (teeth_scope "cudnn"), the cost
 #      of the narrower teeth beside the default one, which keeps every test of any fast tier.
 #   B. a suite at least 5x larger (below-floor/matrix.toml, cell bf-3.12-h200big: test_flash_attn_cuda.py cut by -k
@@ -26,7 +28,7 @@
 # Run: STEP=A OUT=... bash docs/evidence/run-below-floor-h200.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to P, S, R, A, A2, B, C or D}"
+: "${OUT:?set OUT to a directory for the logs and reports}" "${STEP:?set STEP to P, S, R, A, AQ, A2, B, C or D}"
 python3 -m pip install -q --no-index --find-links /root/wheelhouse nox virtualenv filelock defusedxml jinja2 pyelftools rich || exit 1
 export ORT_SOURCE=$PWD/.ort-src MATRIX_OFFLINE=1 MATRIX_WHEELHOUSE=/root/wheelhouse MATRIX_VENVS=/root/matrix-venvs
 export PYTHONUNBUFFERED=1 BENCH_WORK=/root/bench-below-floor
@@ -69,6 +71,10 @@ if [ "$STEP" = R ]; then
 r['duration_s'], 's', r['counts']['collected'], 'collected;', s.get('why','')[:300])" /root/bf-cut/bf-3.12-h200att-$m.json $m
     done
   done 2>&1 | tee "$OUT/step-r.log"
+fi
+if [ "$STEP" = AQ ]; then
+  BENCH_WORK=/root/bench-below-floor-quiet timeout 540 python3 bench/below_floor.py --matrix $BFM \
+    --cell bf-3.12-h200attquiet --repeat "${REPEAT:-5}" --out "$OUT/below-floor-att-quiet.json" 2>&1 | tee "$OUT/step-aq.log"
 fi
 if [ "$STEP" = A2 ]; then
   BENCH_WORK=/root/bench-below-floor-tier timeout 540 python3 bench/below_floor.py --matrix $BFM \

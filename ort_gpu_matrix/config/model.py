@@ -240,6 +240,10 @@ class Suite:
                      "even where the census of reads says a test cannot change (for tests that read "
                      "ORT_TEST_REQUIRE_CUDNN_SDPA in a way the census cannot see: from C, or read once and cached)",
                      False)
+    quiet_threads: bool = key("idle threads sleep instead of spinning in every mode: OMP_WAIT_POLICY=PASSIVE "
+                              "(unless env sets it) and every ORT session's intra- and inter-op spinning off (unless "
+                              "the test sets it). How a waiting thread waits, never what a kernel computes: a test "
+                              "process that waits on the GPU then frees the cores a cell's other runs share", False)
     isolation: str = key('what the probe does with process state a test changed and did not undo (os.environ, '
                          "ORT's logger settings, the cwd): \"restore\" names the polluter and puts the state back "
                          'before the next test, so no tier depends on test order; "report" names it only; "off" '

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ort_matrix_probe.quiet import QUIET_ENV
 from ort_matrix_probe.schema import WATCH_ENV
 
 from ..config.model import Suite
@@ -52,6 +53,7 @@ def mode_env(mode: str, suite: Suite, resolved: Resolved, venv: Path, channels: 
         "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
         "ORT_MATRIX_CUDA_OPTIONS": json.dumps(options),
         **({CANARY_ENV: "1"} if mode_spec.require_cudnn else {}),
+        **({"OMP_WAIT_POLICY": "PASSIVE", QUIET_ENV: "1"} if suite.quiet_threads else {}),
     }
     applied = {**{k: v for k, v in applied.items() if v}, **suite_env}
     env = {k: v for k, v in inherited.items() if k not in SCRUBBED and not k.startswith(HARNESS_PREFIX)}

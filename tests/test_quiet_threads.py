@@ -1,0 +1,17 @@
+"""A suite's quiet_threads through a real nox cell on CPU: the test process gets OMP_WAIT_POLICY=PASSIVE and ORT
+sessions with their spinning off, and the result records both variables; without the key, neither."""
+import pytest
+from helpers import CELL, SUITES, Harness
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "as-is"])
+def test_quiet_threads_reach_the_test_process_and_the_result(tmp_path, venvs, quiet):
+    h = Harness(tmp_path, venvs)
+    h.write(["test_quiet.py"], root=SUITES / "quiet",
+            suite_extra=f'env = {{ QUIET_EXPECTED = "{int(quiet)}" }}\n' + ("quiet_threads = true\n" if quiet else ""))
+    run = h.nox("-s", CELL)
+    assert run.proc.returncode == 0, run.output[-4000:]
+    r = run.result("normal")
+    assert r["counts"]["passed"] == 1, r["reasons"]
+    assert r["env"].get("OMP_WAIT_POLICY") == ("PASSIVE" if quiet else None)
+    assert r["env"].get("ORT_MATRIX_QUIET_THREADS") == ("1" if quiet else None)
