@@ -1,14 +1,15 @@
 """A suite's quiet_threads through a real nox cell on CPU: the test process gets OMP_WAIT_POLICY=PASSIVE and ORT
-sessions with their spinning off, and the result records both variables; without the key, neither."""
+sessions with their spinning off, and the result records both variables, by default and with `true`; with `false`,
+neither."""
 import pytest
 from helpers import CELL, SUITES, Harness
 
 
-@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "as-is"])
-def test_quiet_threads_reach_the_test_process_and_the_result(tmp_path, venvs, quiet):
+@pytest.mark.parametrize("key, quiet", [("", True), ("quiet_threads = true\n", True), ("quiet_threads = false\n", False)],
+                         ids=["default", "true", "false"])
+def test_quiet_threads_reach_the_test_process_and_the_result(tmp_path, venvs, key, quiet):
     h = Harness(tmp_path, venvs)
-    h.write(["test_quiet.py"], root=SUITES / "quiet",
-            suite_extra=f'env = {{ QUIET_EXPECTED = "{int(quiet)}" }}\n' + ("quiet_threads = true\n" if quiet else ""))
+    h.write(["test_quiet.py"], root=SUITES / "quiet", suite_extra=f'env = {{ QUIET_EXPECTED = "{int(quiet)}" }}\n' + key)
     run = h.nox("-s", CELL)
     assert run.proc.returncode == 0, run.output[-4000:]
     r = run.result("normal")
