@@ -4,19 +4,22 @@ The census's rule (envreads.py) counts an iteration of os.environ as a read of e
 iterates may keep any of them. One case costs a whole module on the H200: torch 2.11's import loads tqdm, whose
 `envwrap` runs, at tqdm's import,
 
-    (k[i:].lower(), v) for k, v in os.environ.items() if k.startswith(prefix)
+    env_overrides.update((k[i:].lower(), v) for k, v in os.environ.items() if k.startswith(prefix))
 
 and keeps only `TQDM_*` names. Counted as everything, it made every test of the first module that imports torch
 run again in require_cudnn (121 tests where 56 read the canary).
 
-A site here is exempted only where the code that iterates is the reviewed one, checked on the frame itself:
+A site here is exempted only where the code that iterates is the reviewed code, checked on the frame itself:
 - its file ends with the reviewed path, and its code object's qualified name is the reviewed one;
-- the source of the expression iterating holds the reviewed filter's text, read from the file as it is (a
-  version that stopped filtering, or filters otherwise, is counted as everything again);
-- the prefix it filters by is read from the frame's own locals, not assumed, and a watched name under that prefix
-  is a read of that name (the code keeps it).
-The values an `.items()` or `.values()` view fetches for such an iteration (`__getitem__` called by the view's
-own frame) belong to the same iteration and are judged with it.
+- the whole source of that code object, read from the file as it is now (spaces aside), is exactly the reviewed
+  text: a filter widened by one `or`, a copy that keeps everything, or any other change is everything again
+  (tqdm before 4.70, whose envwrap used a dict comprehension, is not reviewed and counts as everything);
+- it iterates os.environ itself, or through one mapping view of it (`.items()`, `.keys()`, `.values()`) that
+  the reviewed code called directly; a view of another mapping, or a view called by other code in between,
+  is not the reviewed iteration;
+- the prefix it filters by is read from the frame's own locals, not assumed, and a watched name under that
+  prefix is a read of that name (the code keeps it).
+The values a view fetches for that iteration (`__getitem__` called by the view's own frame) are judged with it.
 
 Stdlib only, like the rest of the probe.
 """
@@ -25,81 +28,74 @@ from __future__ import annotations
 import linecache
 import os
 from dataclasses import dataclass
-from types import FrameType
+from types import CodeType, FrameType
 
 
 @dataclass(frozen=True)
 class PrefixFilter:
-    """A reviewed site: a file (its path's tail), the qualified names its code object has had, and the local that
-    holds the prefix."""
+    """A reviewed site: a file (its path's tail), a code object's qualified name and its whole source (spaces
+    removed), and the local that holds the prefix it keeps."""
 
     path: str
-    qualnames: tuple[str, ...]
-    line: str  # what the iterating expression holds, spaces aside
+    qualname: str
+    source: str
     prefix_local: str
     why: str
 
 
 FILTERS: tuple[PrefixFilter, ...] = (
-    # tqdm 4.70: a generator expression; 4.66 to 4.67: a dict comprehension, inlined into envwrap on Python 3.12
-    PrefixFilter(os.path.join("tqdm", "utils.py"),
-                 ("envwrap.<locals>.<genexpr>", "envwrap.<locals>.<dictcomp>", "envwrap"),
-                 "for k, v in os.environ.items() if k.startswith(prefix)", "prefix",
-                 "tqdm's envwrap keeps only its own `TQDM_*` variables; torch's import loads tqdm"),
+    PrefixFilter(os.path.join("tqdm", "utils.py"), "envwrap.<locals>.<genexpr>",
+                 "env_overrides.update((k[i:].lower(),v)fork,vinos.environ.items()ifk.startswith(prefix))", "prefix",
+                 "tqdm 4.70's envwrap keeps only its own `TQDM_*` variables; torch's import loads tqdm"),
 )
-# frames between the iterating code and os.environ: the mapping views' and os's own, from a file or frozen
-_VIEWS = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")
-_BETWEEN = (*_VIEWS, os.sep + "os.py", "<frozen os>")
+_VIEWS = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")  # where the mapping views live
 
 
-def _outside(frame: FrameType | None) -> FrameType | None:
-    """The first frame from `frame` up that is not a mapping view's or os's own."""
-    while frame is not None and frame.f_code.co_filename.endswith(_BETWEEN):
-        frame = frame.f_back
-    return frame
-
-
-def _running(frame: FrameType) -> str:
-    """The source text of the expression `frame` runs now (its instruction's span), spaces aside; "" where unknown."""
-    code = frame.f_code
+def _source(code: CodeType) -> str:
+    """The source text a code object spans, from its file as it is now, whitespace removed; "" where unknown."""
     try:
-        first, last, col, end_col = list(code.co_positions())[frame.f_lasti // 2]
-    except (AttributeError, IndexError):  # Python without positions: nothing is exempted
+        spans = [p for p in code.co_positions() if None not in p]
+    except AttributeError:  # a Python without positions: nothing is exempted
         return ""
-    if first is None or last is None or col is None or end_col is None:
+    if not spans:
         return ""
-    linecache.checkcache(code.co_filename)  # the file as it is now
-    lines = [linecache.getline(code.co_filename, n) for n in range(first, last + 1)]
-    if not lines:
+    first = min((p[0], p[2]) for p in spans)
+    last = max((p[1], p[3]) for p in spans)
+    linecache.checkcache(code.co_filename)
+    lines = [linecache.getline(code.co_filename, n) for n in range(first[0], last[0] + 1)]  # type: ignore[arg-type, operator]
+    if not lines or not lines[-1]:
         return ""
-    lines[-1] = lines[-1][:end_col]  # columns count UTF-8 bytes; the reviewed lines are ASCII
-    lines[0] = lines[0][col:]
-    return " ".join(" ".join(lines).split())
+    lines[-1] = lines[-1][:last[1]]  # columns count UTF-8 bytes; the reviewed source is ASCII
+    lines[0] = lines[0][first[1]:]
+    return "".join("".join(lines).split())
+
+
+def view_of(frame: FrameType | None, environ: object) -> bool:
+    """Whether `frame` is a mapping view's `__iter__` over `environ` itself."""
+    return (frame is not None and frame.f_code.co_filename.endswith(_VIEWS) and frame.f_code.co_name == "__iter__"
+            and getattr(frame.f_locals.get("self"), "_mapping", None) is environ)
 
 
 def _prefix_of(frame: FrameType | None) -> str | None:
-    """The prefix a reviewed filter at `frame` keeps; None where the frame is no reviewed filter, or its line is
-    no longer the reviewed expression, or its prefix is not a str."""
+    """The prefix the reviewed filter running at `frame` keeps; None where `frame` is no reviewed filter."""
     if frame is None:
         return None
     code = frame.f_code
     for site in FILTERS:
-        if code.co_filename.endswith(os.sep + site.path) and getattr(code, "co_qualname", "") in site.qualnames:
+        if code.co_filename.endswith(os.sep + site.path) and getattr(code, "co_qualname", "") == site.qualname \
+                and _source(code) == site.source:
             prefix = frame.f_locals.get(site.prefix_local)
-            if site.line in _running(frame) and isinstance(prefix, str) and prefix:
+            if isinstance(prefix, str) and prefix:
                 return prefix
     return None
 
 
-def kept(frame: FrameType | None, watched: frozenset[str]) -> frozenset[str] | None:
-    """For an iteration of the environment whose nearest frame is `frame`: None where it is no reviewed prefix
-    filter (a read of everything); else the watched names it keeps (those under its prefix), maybe none."""
-    prefix = _prefix_of(_outside(frame))
+def kept(frame: FrameType | None, environ: object, watched: frozenset[str]) -> frozenset[str] | None:
+    """For an iteration of `environ` whose caller is `frame` (or a value fetched for one): None where it is no
+    reviewed prefix filter (a read of everything); else the watched names it keeps, those under its prefix."""
+    if view_of(frame, environ):
+        frame = frame.f_back if frame is not None else None
+    prefix = _prefix_of(frame)
     if prefix is None:
         return None
     return frozenset(n for n in watched if n.startswith(prefix))
-
-
-def fetched_by_view(frame: FrameType | None) -> bool:
-    """Whether a `__getitem__` at `frame` is a mapping view fetching a value for the iteration that drives it."""
-    return frame is not None and frame.f_code.co_filename.endswith(_VIEWS) and frame.f_code.co_name == "__iter__"

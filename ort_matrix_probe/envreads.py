@@ -157,13 +157,13 @@ def _environ_class(base: type, reads: Reads, decode: Callable[[Any], str]) -> ty
             name = decode(key)
             if name in reads.names:
                 caller = sys._getframe(1)
-                keeps = envfilters.kept(caller, reads.names) if envfilters.fetched_by_view(caller) else None
+                keeps = envfilters.kept(caller, self, reads.names) if envfilters.view_of(caller, self) else None
                 if keeps is None or name in keeps:  # a reviewed filter's view fetched it, and drops it: no read
                     reads.saw(name)
             return super().__getitem__(key)
 
         def __iter__(self) -> Iterator[Any]:
-            keeps = envfilters.kept(sys._getframe(1), reads.names)
+            keeps = envfilters.kept(sys._getframe(1), self, reads.names)
             for name in [EVERYTHING] if keeps is None else sorted(keeps):
                 reads.saw(name)
             keys: Iterator[Any] = super().__iter__()

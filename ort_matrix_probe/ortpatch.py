@@ -64,8 +64,12 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
     census = patch.census
     create = _unwrapped(session_cls, "_create_inference_session")
     wrapped_create = create
-    if patch.quiet and create is not None:
+    options_cls = quiet.options_class(module)
+    if patch.quiet and create is not None and options_cls is not None:
         wrapped_create = quiet.wrap_create(wrapped_create, module)
+        entry = _unwrapped(options_cls, "get_session_config_entry")
+        _install(options_cls, "get_session_config_entry", quiet.hide(entry, options_cls), entry)
+        installed.append((options_cls, "get_session_config_entry", entry))
     if census is not None and create is not None:
         census.bind(module)
         wrapped_create = census.wrap_create(wrapped_create)

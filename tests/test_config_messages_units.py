@@ -155,7 +155,7 @@ def test_an_unknown_key_far_from_every_key_gets_no_guess(tmp_path):
     got = _problems(tmp_path, _base(tmp_path).replace("[suite.s]\n", '[suite.s]\noptions = "x"\n'))
     assert got == ["{tmp}/matrix.toml: suite.s.options: unknown key\n    fix: remove it, or use one of: cpu_nodes, "
                    "env, expect_file, files, full, isolation, plugins, provider_options, pytest_args, pythonpath, "
-                   "requirements, root, shape_ops, slots_per_gpu, teeth_scope, test_timeout, timeout"]
+                   "quiet_threads, requirements, root, shape_ops, slots_per_gpu, teeth_scope, test_timeout, timeout"]
 
 
 # values
