@@ -3,7 +3,7 @@ iteration of the environment the reviewed one, and what does not. The real tqdm,
 tests/test_probe_envreads.py's."""
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -42,9 +42,12 @@ REVIEWED = "(k[i:].lower(), v) for k, v in os.environ.items() if k.startswith(pr
     ("(k, v) for k, v in os.environ.items())", None),  # keeps everything
     ("(k, v) for k, v in relay(os.environ) if k.startswith(prefix))", None),  # a view called by other code
 ], ids=["reviewed", "negated", "widened", "unfiltered", "relayed"])
-def test_a_reviewed_filter_is_exempted_only_while_its_source_and_prefix_are_the_reviewed_ones(tmp_path, line, keeps):
+@pytest.mark.parametrize("prefix", ["TQDM_", ""], ids=["prefix", "no-prefix"])
+def test_a_reviewed_filter_is_exempted_only_while_its_source_and_prefix_are_the_reviewed_ones(tmp_path, line, keeps,
+                                                                                             prefix):
     """The exemption rests on the reviewed code, read from the file as it is: a tqdm whose envwrap filters
-    otherwise, keeps more, or reaches the environment through other code is a read of everything again."""
+    otherwise, keeps more, or reaches the environment through other code is a read of everything again; so is
+    the reviewed code given an empty prefix, which keeps every name."""
     pkg = tmp_path / "tqdm"
     pkg.mkdir()
     source = (f"def envwrap(prefix):\n    i = len(prefix)\n    env_overrides = {{}}\n    env_overrides.update(\n"
@@ -54,8 +57,8 @@ def test_a_reviewed_filter_is_exempted_only_while_its_source_and_prefix_are_the_
     env = Env()
     namespace = {"os": types.SimpleNamespace(environ=env)}
     exec(compile(source, str(path), "exec"), namespace)
-    namespace["envwrap"]("TQDM_")
-    assert env.seen == [keeps]
+    namespace["envwrap"](prefix)
+    assert env.seen == [keeps if prefix else None]
 
 
 def _genexpr_of(path: Path) -> types.CodeType:
@@ -94,6 +97,22 @@ def test_a_view_of_another_mapping_or_no_frame_is_not_the_reviewed_iteration():
     assert not envfilters.view_of(view, env) and not envfilters.view_of(None, env)
     assert envfilters.kept(None, other, WATCHED) is None
     assert envfilters.kept(sys._getframe(), env, WATCHED) is None  # this test's own frame
+
+
+def test_a_frame_of_the_views_module_that_is_no_mapping_view_is_not_one():
+    """Sequence.__iter__ lives beside the mapping views and has no mapping: it is told apart, not a crash."""
+    frames = []
+
+    class Seq(Sequence):
+        def __getitem__(self, i):
+            frames.append(sys._getframe(1))
+            raise IndexError(i)
+
+        def __len__(self):
+            return 0
+    list(iter(Seq()))
+    (frame,) = frames
+    assert frame.f_code.co_name == "__iter__" and not envfilters.view_of(frame, Env())
 
 
 def test_source_is_empty_where_the_file_cannot_be_read(tmp_path):
