@@ -41,6 +41,7 @@ from ort_gpu_matrix.execute.testenv import mode_env  # noqa: E402
 from ort_gpu_matrix.host.host import resolve  # noqa: E402
 from ort_gpu_matrix.plan.cells import cells_of  # noqa: E402
 from ort_gpu_matrix.util.voice import Voice, unheard  # noqa: E402
+from ort_matrix_probe.quiet import QUIET_ENV  # noqa: E402
 
 PHASES = [("interpreter + pytest imports", "process_start", "probe_imported"),
           ("plugins and options", "probe_imported", "configured"),
@@ -134,7 +135,7 @@ def bare_cmd(matrix, cell, work: Path, mode: str = "normal",
     test_env, _ = mode_env(mode, cell.suite, r, venv.path, {})
     test_env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD")  # by hand: pytest as a user runs it
     if cell.suite.quiet_threads:  # and its threads as ORT and OpenMP leave them: the cell's choice is not the user's
-        for name in ("OMP_WAIT_POLICY", "ORT_MATRIX_QUIET_THREADS"):
+        for name in ("OMP_WAIT_POLICY", QUIET_ENV):
             if name not in cell.suite.env:
                 test_env.pop(name, None)
     (cwd / "pytest.ini").write_text("[pytest]\n")

@@ -66,8 +66,8 @@ def patch_module(module: ModuleType, patch: Patch) -> Callable[[], None]:
     wrapped_create = create
     options_cls = quiet.options_class(module)
     if patch.quiet and create is not None and options_cls is not None:
-        wrapped_create = quiet.wrap_create(wrapped_create, module)
         entry = _unwrapped(options_cls, "get_session_config_entry")
+        wrapped_create = quiet.wrap_create(wrapped_create, options_cls, entry)
         _install(options_cls, "get_session_config_entry", quiet.hide(entry, options_cls), entry)
         installed.append((options_cls, "get_session_config_entry", entry))
     if census is not None and create is not None:

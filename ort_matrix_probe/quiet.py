@@ -41,26 +41,19 @@ def hide(original: Callable[..., Any], options_cls: type) -> Callable[..., Any]:
     return get_session_config_entry
 
 
-def _has(options: Any, key: str) -> bool:
-    try:
-        options.get_session_config_entry(key)
-    except Exception:  # ORT raises for a key that was never set
-        return False
-    return True
-
-
-def wrap_create(original: Callable[..., Any], module: ModuleType) -> Callable[..., Any]:
-    """`_create_inference_session(self, ...)`, with its session options' spinning off where the test left it."""
-    options_cls = options_class(module)
-
+def wrap_create(original: Callable[..., Any], options_cls: type, read: Callable[..., Any]) -> Callable[..., Any]:
+    """`_create_inference_session(self, ...)`, with its session options' spinning off where the test left it.
+    `read` is ORT's own `get_session_config_entry`, past `hide`: options reused for another session hold the MARK
+    already, and writing it again would have ORT warn on stderr."""
     def create(session: Any, *args: Any, **kwargs: Any) -> Any:
         options = getattr(session, "_sess_options", None)
-        if options is None and options_cls is not None:
+        if options is None:
             options = options_cls()
             session._sess_options = options
-        if options is not None:
-            for key in KEYS:
-                if not _has(options, key):
-                    options.add_session_config_entry(key, MARK)
+        for key in KEYS:
+            try:
+                read(options, key)
+            except Exception:  # ORT raises for a key that was never set
+                options.add_session_config_entry(key, MARK)
         return original(session, *args, **kwargs)
     return create

@@ -291,6 +291,14 @@ def test_recreated_by_set_providers():
     assert entries(sess.get_session_options(), raw=True) == ([MARK, MARK] if QUIET else [None, None])
 
 
+def test_options_reused_for_several_sessions_get_no_warning(capfd):
+    options = ort.SessionOptions()
+    for _ in range(3):
+        sess = ort.InferenceSession(IDENTITY_MODEL, options, providers=["CPUExecutionProvider"])
+    assert "already exists" not in capfd.readouterr().err
+    assert entries(sess.get_session_options(), raw=True) == ([MARK, MARK] if QUIET else [None, None])
+
+
 def build_like_code_that_forgot_to_turn_spinning_off():
     return ort.InferenceSession(IDENTITY_MODEL, ort.SessionOptions(), providers=["CPUExecutionProvider"])
 
@@ -314,7 +322,7 @@ def test_quiet_threads_turn_every_sessions_spinning_off_unless_the_test_set_it(s
         monkeypatch.delenv("ORT_MATRIX_QUIET_THREADS", raising=False)
     pytester.makepyfile(test_quiet=QUIET)
     result = pytester.runpytest_subprocess(*PLUGIN)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
 
 def test_sessions_in_one_process_patch_afresh_and_leave_ort_as_it_was(pytester, monkeypatch):

@@ -348,3 +348,31 @@ def test_dropped():
     result = pytester.runpytest_inprocess(*PLUGIN)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*ORT_MATRIX_KEEP_WAIT_S='soon' is not a number of seconds*"])
+
+
+@pytest.mark.parametrize("given, quiet", [("1", True), ("0", False), (None, False)], ids=["quiet", "off", "unset"])
+def test_quiet_threads_are_armed_only_by_its_variable_set_to_1(pytester, monkeypatch, given, quiet):
+    """ORT_MATRIX_QUIET_THREADS=1 arms quiet.py in an inline run (what the probe reads of it, mapped here); any
+    other value, or none, leaves a session's spinning keys unset."""
+    pytester.makepyfile(tinyort=TINYORT)
+    pytester.makepyfile(test_spin=f'''
+import onnxruntime as ort
+from tinyort import model
+
+def test_spin():
+    options = ort.InferenceSession(model(), providers=["CPUExecutionProvider"]).get_session_options()
+    read = type(options).get_session_config_entry
+    try:
+        got = getattr(read, "__wrapped__", read)(options, "session.intra_op.allow_spinning")
+    except RuntimeError:
+        got = None
+    assert got == ({quiet!r} and "0 (ort-gpu-matrix quiet_threads)" or None)
+''')
+    monkeypatch.setenv("ORT_MATRIX_REPORT", str(pytester.path / "report.json"))
+    monkeypatch.delenv("ORT_MATRIX_CUDA_OPTIONS", raising=False)
+    if given is None:
+        monkeypatch.delenv("ORT_MATRIX_QUIET_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("ORT_MATRIX_QUIET_THREADS", given)
+    rec = pytester.inline_run(*PLUGIN)
+    rec.assertoutcome(passed=1)

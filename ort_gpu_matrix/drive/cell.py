@@ -112,23 +112,22 @@ def _cut_of(scope: TeethScope, verdict: Verdict, selection: Selection) -> tuple[
     """A "known" teeth's record of what it ran, started early or not: the tests it left out (no rule of them is
     called stale), or that it ran every test and why. Any other run keeps its own."""
     if scope.known and scope.cut.drop:
-        cut = scope.cut
-        verdict = not_stale_for(verdict, cut.drop or [])
-        prior = scope.prior
+        cut, drop, prior = scope.cut, scope.cut.drop, scope.prior
+        verdict = not_stale_for(verdict, drop)
         if prior is None and scope.cut_early:  # nothing checked the cut it ran on: never a pass
             verdict = with_reasons(verdict, [
                 f"no {scope.run.cell.mode_session(Mode.REQUIRE_CUDNN.value)} census came to check the "
-                f"{len(cut.drop or [])} test(s) teeth left out, deciding as it started: {listing(cut.drop or [])}; "
+                f"{len(drop)} test(s) teeth left out, deciding as it started: {listing(drop)}; "
                 "run again, or with --full"])
         expect = scope.run.cell.suite.expect[scope.run.mode]
         assert isinstance(expect, TeethExpect)
-        missed = [] if prior is None else missed_fast(cut.drop or [], prior, expect.tier)
+        missed = [] if prior is None else missed_fast(drop, prior, expect.tier)
         if missed and prior is not None:  # a cut decided before this run's require_cudnn was stored saw them not
             verdict = with_reasons(verdict, [
                 f"{len(missed)} test(s) dispatched a tier MATH takes away in {prior.session} run {prior.run_id} but "
                 f"teeth left them out, deciding before that run was stored: {listing(missed)}; the next run keeps "
                 "them (or run with --full)"])
-        return verdict, Selection(False, cut.why, "; ".join(cut.runs), left_out=list(cut.drop or []))
+        return verdict, Selection(False, cut.why, "; ".join(cut.runs), left_out=list(drop))
     if scope.known:
         return verdict, Selection(True, scope.cut.why)
     return verdict, selection
