@@ -14,6 +14,10 @@ Each figure is the median of --repeat runs taken in turn (bare, cell[, full]). C
 the command started, reaped (RUSAGE_CHILDREN). The cell's require_cudnn outcomes (ran and carried) are checked
 against the bare run's per-test outcomes (`-rA`'s PASSED/FAILED/ERROR lines): the same, or each difference.
 Target: cell <= 1.4 x bare, wall and CPU. Nothing here is a test: a missed target is reported, not failed.
+
+`--cell` twice or more times a sweep instead: `nox -s sweep -- --select A B` (with `--full` on the full side)
+against each cell's bare require run one after another, the bare figures summed: what a release engineer pays
+for the cells by hand, the seed recipe once a cell, against what the sweep pays for every mode of each.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -94,10 +99,53 @@ def ratio(a: list[float], b: list[float]) -> float | None:
     return round(median(b) / median(a), 4) if a and median(a) else None
 
 
+def side_cmd(names: list[str], full: bool) -> list[str]:
+    """One cell: its nox session; several: one sweep of them (what a release sweep runs)."""
+    if len(names) == 1:
+        return nox_cmd("-s", names[0], *(["--", "--full"] if full else []))
+    return nox_cmd("-s", "sweep", "--", "--select", *names, *(["--full"] if full else []))
+
+
+def warm(names: list[str], cells, sides: dict[str, tuple[bool, Path]], base: dict[str, str], log: Path) -> None:
+    """One untimed run of each side, so its census and the runs on record are there, as on day two."""
+    for full, results in sides.values():
+        if all((results / f"{c.mode_session(c.modes[-1])}.json").exists() for c in cells):  # an earlier call warmed it
+            continue
+        timed(side_cmd(names, full), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+
+
+def bare_runs(matrix, cells, work: Path) -> list[tuple[list[str], dict[str, str], Path, str]]:
+    """Each cell's bare require run (its command, environment, cwd and suite root, where its ids are read from)."""
+    out = []
+    for cell in cells:
+        root = resolve(cell, matrix.workspace).suite_root  # its conftests cut there, its ids read from there
+        cmd, env, cwd = bare_cmd(matrix, cell, work, "require_cudnn", ("--confcutdir", root, "-rA"))
+        out.append((cmd, env, cwd, root))
+    return out
+
+
+def timed_bare(bares, log: Path) -> tuple[float, float, int, list[str]]:
+    """The bare runs one after another: summed wall and CPU, the worst exit code, each run's output."""
+    got = [timed(cmd, env, cwd, log) for cmd, env, cwd, _ in bares]
+    worst = max((g[2] for g in got), key=lambda code: (code not in (0, 1), code))
+    return (round(sum(g[0] for g in got), 3), round(sum(g[1] for g in got), 3), worst, [g[3] for g in got])
+
+
+def outcome_diffs(cells, bares, outputs: list[str], work: Path) -> list[str]:
+    """Each cell's require_cudnn outcomes (ran and carried) against its own bare run's."""
+    diffs = []
+    for cell, (_, _, cwd, root), output in zip(cells, bares, outputs, strict=True):
+        mine = cell_outcomes(work / "cell", cell.mode_session("require_cudnn"))
+        found = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(output, cwd, root), mine)
+        diffs += [f"{cell.name}: {d}" if len(cells) > 1 else d for d in found]
+    return diffs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--matrix", default=str(REPO / "matrix.toml"))
-    ap.add_argument("--cell", required=True)
+    ap.add_argument("--cell", required=True, action="append",
+                    help="a cell session; given twice or more, those cells as one sweep against their bare runs")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--full", action="store_true", help="time the cell with --full too (every mode, every test)")
     ap.add_argument("--out", default=str(REPO / "bench" / "below-floor.json"))
@@ -107,45 +155,50 @@ def main() -> int:
     base = {**os.environ, "MATRIX_TOML": args.matrix, "PYTHONUNBUFFERED": "1"}
     base.setdefault("MATRIX_VENVS", str(work / "venvs"))
     matrix = load_matrix(Path(args.matrix), Overrides.from_environ({**base, "MATRIX_RESULTS": str(work / "r")}))
-    cell = next(c for c in cells_of(matrix) if c.name == args.cell)
+    by_name = {c.name: c for c in cells_of(matrix)}
+    unknown = [n for n in args.cell if n not in by_name]
+    if unknown:
+        print(f"error: {args.matrix} has no cell {', '.join(unknown)}: the cells are {', '.join(sorted(by_name))}")
+        return 2
+    cells = [by_name[n] for n in args.cell]
     log = work / "bench.log"
-    sides: dict[str, tuple[list[str], Path]] = {"cell": ([], work / "cell")} | ({"full": (["--", "--full"], work / "full")} if args.full else {})
-    for extra, results in sides.values():  # warmed: the census and the runs on record are there, as on day two
-        if (results / f"{cell.mode_session('teeth')}.json").exists():  # an earlier call of this bench warmed it
-            continue
-        timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+    sides = {"cell": (False, work / "cell")} | ({"full": (True, work / "full")} if args.full else {})
+    warm(args.cell, cells, sides, base, log)
     if args.repeat < 1:
         print(f"warmed only ({', '.join(str(r) for _, r in sides.values())}): run again with --repeat N")
         return 0
-    root = resolve(cell, matrix.workspace).suite_root  # its conftests cut there, its ids read from there
-    cmd, env, cwd = bare_cmd(matrix, cell, work, "require_cudnn", ("--confcutdir", root, "-rA"))
+    bares = bare_runs(matrix, cells, work)
     walls: dict[str, list[float]] = {k: [] for k in ("bare", *sides)}
     cpus: dict[str, list[float]] = {k: [] for k in walls}
     codes: dict[str, list[int]] = {k: [] for k in walls}
-    last_bare = ""
+    outputs: list[str] = []
     for i in range(args.repeat):
-        w, c, code, last_bare = timed(cmd, env, cwd, log)
+        w, c, code, outputs = timed_bare(bares, log)
         _add(walls, cpus, codes, "bare", (w, c, code))
-        for name, (extra, results) in sides.items():
-            w, c, code, _ = timed(nox_cmd("-s", cell.name, *extra), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+        for name, (full, results) in sides.items():
+            w, c, code, _ = timed(side_cmd(args.cell, full), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
             _add(walls, cpus, codes, name, (w, c, code))
         print(f"pair {i + 1}: " + ", ".join(f"{k} {walls[k][-1]} s / {cpus[k][-1]} CPU-s" for k in walls), flush=True)
-    mine = cell_outcomes(work / "cell", cell.mode_session("require_cudnn"))
-    diffs = ["the cell has no require_cudnn run"] if mine is None else compare(bare_outcomes(last_bare, cwd, root), mine)
-    out = {"cell": cell.name, "repeat": args.repeat, "walls": walls, "cpus": cpus, "codes": codes,
-           "wall_ratio": ratio(walls["bare"], walls["cell"]), "cpu_ratio": ratio(cpus["bare"], cpus["cell"]),
-           "target": TARGET, "outcomes_differ": diffs, "log": str(log)}
+    diffs = outcome_diffs(cells, bares, outputs, work)
+    out = {"cell": args.cell[0] if len(cells) == 1 else args.cell, "repeat": args.repeat, "walls": walls,
+           "cpus": cpus, "codes": codes, "wall_ratio": ratio(walls["bare"], walls["cell"]),
+           "cpu_ratio": ratio(cpus["bare"], cpus["cell"]), "target": TARGET, "outcomes_differ": diffs, "log": str(log)}
     if args.full:
         out |= {"full_wall_ratio": ratio(walls["bare"], walls["full"]), "full_cpu_ratio": ratio(cpus["bare"], cpus["full"])}
+    return report(out, codes, log, Path(args.out))
+
+
+def report(out: dict[str, Any], codes: dict[str, list[int]], log: Path, dest: Path) -> int:
     if any(code not in (0, 1) for code in codes["bare"]):
         print(f"warning: the bare run exited {codes['bare']}: it did not run the tests, and no ratio means anything "
               f"(its output is in {log})")
     for key in ("wall_ratio", "cpu_ratio", "full_wall_ratio", "full_cpu_ratio"):
         if key in out:
             print(f"{key}: {out[key]}")
+    diffs = out["outcomes_differ"]
     print("require_cudnn outcomes (ran and carried) against the bare require run: "
           + ("SAME" if not diffs else f"DIFFERENT ({len(diffs)}): " + "; ".join(diffs[:10])))
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    dest.write_text(json.dumps(out, indent=2) + "\n")
     for key, what in (("wall_ratio", "wall"), ("cpu_ratio", "CPU")):
         met = out[key] is not None and out[key] <= TARGET
         print(f"target <= {TARGET}x bare, {what}: {'met' if met else 'NOT met'}")

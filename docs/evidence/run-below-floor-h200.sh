@@ -19,8 +19,9 @@
 #      STEP=B BIG_REPEAT=0 (the untimed warm-up only), then STEP=B PAIR=1, PAIR=2, ... in the same lease.
 #   C. the gate: the 1.30.0 baseline swept (calibrated expectations), 1.31.1 against it under --gate regressions
 #      (expected exit 0), then 1.31.1 with MATH forced (expected red, every regression confirmed).
-#   D. a 2-cell sweep's cost: bf-3.12-h200att and bf-3.12-h200att131 in one sweep (warmed by one untimed sweep),
-#      then again with --full.
+#   D. a 2-cell sweep's cost: bf-3.12-h200attquiet (1.31.1) and bf-3.12-h200attquiet130 (1.30.0), quiet threads as
+#      shipped, as one sweep (nox -s sweep -- --select both) against the two cells' bare require runs one after
+#      another, and the same sweep with --full, REPEAT alternating rounds (default 2) after one untimed warm-up each.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox \
 #     virtualenv filelock defusedxml jinja2 pyelftools setuptools einops rich
@@ -102,13 +103,8 @@ if [ "$STEP" = C ]; then
   } 2>&1 | tee "$OUT/step-c.log"
 fi
 if [ "$STEP" = D ]; then
-  {
-    for how in warm cut full; do
-      t0=$SECONDS
-      MATRIX_TOML=$BFM MATRIX_RESULTS=/root/bf-2cell timeout 180 python3 -m nox -s sweep -- \
-        --select bf-3.12-h200att bf-3.12-h200att131 $([ $how = full ] && echo --full) > "$OUT/two-cells-$how.log" 2>&1
-      echo "2-cell sweep ($how): exit $? in $((SECONDS - t0)) s"
-    done
-  } 2>&1 | tee "$OUT/step-d.log"
+  BENCH_WORK=/root/bench-below-floor-2cell timeout 570 python3 bench/below_floor.py --matrix $BFM \
+    --cell bf-3.12-h200attquiet --cell bf-3.12-h200attquiet130 --repeat "${REPEAT:-2}" --full \
+    --out "$OUT/below-floor-2cell.json" 2>&1 | tee "$OUT/step-d.log"
 fi
 ls -la "$OUT"

@@ -10,6 +10,9 @@
 #      the CUDA build places on the CPU, and Add -> Relu, each with a cuda_ops rule; the bare recipe beside it.
 #   C. the cost: bench/ep_census.py --what nodes (the node census on and off, the EP census on both sides,
 #      alternating) on A's two stored runs; bench/placement_ways.py on the GPU (each way of reading placement).
+#   Q. the cost again with quiet threads as shipped (the default since issue 49): bench/ep_census.py --what nodes on
+#      the stored normal run of below-floor's quiet attention cell, which run-below-floor-h200.sh STEP=D leaves in
+#      /root/bench-below-floor-2cell (or QUIET_RESULT), REPEAT alternating pairs (default 8).
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.31.1 nvidia-cudnn-cu13==9.12.0.46 onnx==1.20.1 parameterized pytest-xdist nox virtualenv filelock \
 #     defusedxml jinja2 pyelftools setuptools einops rich
@@ -107,5 +110,10 @@ if [ "$STEP" = C ]; then
     timeout 150 "$VENV/bin/python" bench/placement_ways.py --providers CUDAExecutionProvider,CPUExecutionProvider --tail Unique --builds 30 \
     --out "$OUT/placement-ways.json"
 } 2>&1 | tee "$OUT/step-c.log"
+fi
+if [ "$STEP" = Q ]; then
+  QUIET_RESULT=${QUIET_RESULT:-/root/bench-below-floor-2cell/cell/bf-3.12-h200attquiet-normal.json}
+  timeout "${BENCH_S:-540}" python3 bench/ep_census.py --what nodes "$QUIET_RESULT" --repeat "${REPEAT:-8}" \
+    ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/node-census-bench-quiet.json" 2>&1 | tee "$OUT/step-q.log"
 fi
 ls -la "$OUT"
