@@ -50,7 +50,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--confirm", type=_count, default=2, metavar="N",
                        help="rerun each mode's regressed and unexpectedly failing tests N times before they count "
                             "(default 2; 0: off)")
-        p.add_argument("--gpus", metavar="0,1|all", help="mode runs in parallel, one per GPU at a time, as child processes")
+        p.add_argument("--gpus", metavar="0,1|all|none",
+                       help="mode runs in parallel on these GPUs, as child processes (default: all where nvidia-smi "
+                            "lists GPUs and CUDA_VISIBLE_DEVICES is unset; none: one after another in this process)")
         p.add_argument("--slots-per-gpu", default="auto", metavar="N|auto",
                        help="with --gpus: N mode runs per GPU at once, and as many of a cell's confirmation reruns "
                             "(default auto: decided from the GPU's free memory, each run's last peak and the cores; "

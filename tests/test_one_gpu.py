@@ -168,6 +168,30 @@ def test_a_sweep_on_one_gpu_overlaps_two_cells_when_there_is_room(tmp_path, venv
     log.unlink()
 
 
+def test_a_sweep_unasked_overlaps_on_the_gpus_nvidia_smi_lists_unless_told_not_to(tmp_path, venvs):
+    """No --gpus on a host with a GPU: the sweep takes --gpus all and says so, so its mode runs overlap as a cell
+    session's do; --gpus none, or CUDA_VISIBLE_DEVICES set by the caller, keeps them one after another."""
+    log = tmp_path / "slots.jsonl"
+    write_modes_matrix(tmp_path / "m.toml", log, {"a": {"normal": 3}, "b": {"normal": 3}})
+    proc = sweep(tmp_path, venvs, "--confirm", "0", env=fake_gpu(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert ("\nsweep: nvidia-smi lists 1 GPU(s): --gpus all unasked, so each GPU overlaps the mode runs it has "
+            "room for (--gpus none: one after another in this process)\n") in proc.stdout, proc.stdout[-3000:]
+    rec = records(log)
+    assert overlaps(rec["a", "normal"], rec["b", "normal"])
+    assert {r["cuda_visible_devices"] for r in rec.values()} == {"0"}
+    for how, env in (("--gpus none", {}), ("the caller's CUDA_VISIBLE_DEVICES", {"CUDA_VISIBLE_DEVICES": "0"})):
+        log.unlink()
+        serial = sweep(tmp_path, venvs, "--confirm", "0", *(how.split() if how.startswith("--") else []),
+                       env={**fake_gpu(tmp_path), **env})
+        assert serial.returncode == 0, serial.stdout[-3000:]
+        rec = records(log)
+        assert not overlaps(rec["a", "normal"], rec["b", "normal"]), how
+        assert ("--gpus all unasked" in serial.stdout) is False, how
+        assert ("\nsweep: CUDA_VISIBLE_DEVICES='0' is set, and --gpus all would count every GPU nvidia-smi lists: "
+                "the mode runs go one after another in this process" in serial.stdout) == bool(env), how
+
+
 def test_the_probe_records_where_each_process_start_went(tmp_path, venvs):
     write_modes_matrix(tmp_path / "m.toml", tmp_path / "slots.jsonl", {"x": {"normal": 0}})
     proc = cell_session(tmp_path, venvs, "-n", "2", session=f"{CELL}-normal", env=no_gpu())
@@ -253,7 +277,7 @@ def test_a_cells_confirmation_reruns_share_the_gpu_as_its_mode_runs_do(tmp_path,
     log = tmp_path / "slots.jsonl"
     write_modes_matrix(tmp_path / "m.toml", log, {"x": {"normal": 4, "require_cudnn": 4}})
     fail = {"SLOT_FAIL_NORMAL": "1", "SLOT_FAIL_REQUIRE_CUDNN": "1"}
-    proc = sweep(tmp_path, venvs, "--confirm", "1", "--verbose", env={**fake_gpu(tmp_path), **fail})
+    proc = sweep(tmp_path, venvs, "--gpus", "none", "--confirm", "1", "--verbose", env={**fake_gpu(tmp_path), **fail})
     assert proc.returncode == 1, proc.stdout[-3000:]  # both failures reproduce: confirmed, the sweep fails
     assert f"confirm: gpu-{PY}-x: rerun 1 of 1: 2 mode rerun(s) at once (GPU 100000 of 140000 MiB free" in proc.stdout, \
         proc.stdout[-3000:]

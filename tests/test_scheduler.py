@@ -206,7 +206,9 @@ def test_slots_per_gpu_runs_n_mode_runs_on_one_gpu(tmp_path, venvs):
 
 @pytest.mark.parametrize("args, message", [
     (("--gpus", "0", "--slots-per-gpu", "0"), "--slots-per-gpu 0: give 1 or more mode runs per GPU"),
-    (("--slots-per-gpu", "2"), "--slots-per-gpu needs --gpus (0,1 or all): without it, cells run one after another"),
+    (("--gpus", "none", "--slots-per-gpu", "2"), "--slots-per-gpu 2 needs GPUs to overlap on, and --gpus none runs "
+                                                "the mode runs one after another: give --gpus 0,1 or all, or leave "
+                                                "--slots-per-gpu out"),
     (("--gpus", "9"), "--gpus 9: no GPU 9 on this host; nvidia-smi -L lists: 0 (NVIDIA Fake), 1 (NVIDIA Fake)"),
     (("--gpus", "1,2"), "--gpus 1,2: no GPU 2 on this host; nvidia-smi -L lists: 0 (NVIDIA Fake), 1 (NVIDIA Fake)"),
 ], ids=["zero slots", "slots without gpus", "no such gpu", "one of two missing"])

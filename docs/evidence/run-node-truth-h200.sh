@@ -116,4 +116,16 @@ if [ "$STEP" = Q ]; then
   timeout "${BENCH_S:-540}" python3 bench/ep_census.py --what nodes "$QUIET_RESULT" --repeat "${REPEAT:-8}" \
     ${PREVIOUS:+--previous "$PREVIOUS"} --out "$OUT/node-census-bench-quiet.json" 2>&1 | tee "$OUT/step-q.log"
 fi
+if [ "$STEP" = E ]; then
+{
+  echo "## E. ORT's nested control-flow test (onnxruntime_test_python_nested_control_flow_op.py) through the harness"
+  MATRIX_TOML=$NTM MATRIX_RESULTS=/root/nt-nested timeout 300 python3 -m nox -s sweep -- --select nt-3.12-h200nested --confirm 0
+  echo "exit $?"
+  cp /root/nt-nested/nt-3.12-h200nested-normal.json "$OUT/" 2>/dev/null
+  echo "## the bare recipe in the same venv, the same libraries preloaded"
+  VENV=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['venv']['path'])" /root/nt-nested/nt-3.12-h200nested-normal.json)
+  (cd .ort-src/onnxruntime/test/python && LD_PRELOAD=/usr/local/cuda-13.0/lib64/libcudart.so.13:/usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
+    timeout 100 "$VENV/bin/python" -m pytest -p no:cacheprovider -rA onnxruntime_test_python_nested_control_flow_op.py 2>&1 | tail -6)
+} 2>&1 | tee "$OUT/step-e.log"
+fi
 ls -la "$OUT"

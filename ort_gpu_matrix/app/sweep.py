@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from ..drive.confirm import ConfirmSettings, confirm
 from ..drive.context import CellRuns
 from ..drive.overlap import own_workers, sweep_room
 from ..execute.group import Interrupted
-from ..host.gpus import slots
+from ..host.gpus import slots, unasked
 from ..host.host import check
 from ..host.room import Room, parse_wanted
 from ..plan.cells import Cell, cells_of
@@ -109,6 +110,16 @@ class SweepArgs:
     full: bool = False  # every mode runs every test (carry.py carries nothing)
 
 
+def _gpus_of(given: str | None, voice: Voice) -> str | None:
+    """--gpus as given, or what the host suggests unasked (gpus.unasked), said in the log either way."""
+    if given is not None:
+        return given
+    spec, why = unasked(os.environ)
+    if why:
+        voice.log(f"sweep: {why}")
+    return spec
+
+
 def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation) -> SweepOutcome:
     """The sweep the command line asks for: cells chosen, reruns and GPU slots decided, censuses handed on.
 
@@ -117,7 +128,7 @@ def from_command(matrix: Matrix, cmd: SweepArgs, opts: Options, how: Invocation)
     chosen, rerun_args = with_reruns(select(cells_of(matrix), list(cmd.select)), cmd.rerun_failures)
     wanted = parse_wanted(cmd.slots_per_gpu)
     opts = dataclasses.replace(opts, slots_per_gpu=wanted)  # the confirmation reruns share the GPU alike
-    gpu_slots = [] if how.child else slots(cmd.gpus, wanted or 1, how.voice)
+    gpu_slots = [] if how.child else slots(_gpus_of(cmd.gpus, how.voice), wanted or 1, how.voice)
     posargs = (*rerun_args, *cmd.pytest_args)
     room = None
     if gpu_slots:  # with --slots-per-gpu auto, one slot per GPU so far: now the room on each

@@ -6,6 +6,12 @@ GPU that does not exist would fail in its first CUDA call, or worse, see none an
 missing, indices are taken as given, with a warning: they are then only slots (the CPU tests use
 them so), and `all` means no slots: the cells run one after another in the sweep's own process.
 
+Unasked (`unasked`), a sweep on a host whose nvidia-smi lists GPUs takes `--gpus all`: run one after another
+in the sweep's own process, its mode runs would cost each cell about twice what `nox -s <cell>` costs there,
+since a cell session overlaps its modes on its GPU (measured on the device, docs/evidence/below-floor-h200.md).
+`--gpus none` asks for the serial sweep; CUDA_VISIBLE_DEVICES set by the caller keeps it too, since `all` counts
+every GPU nvidia-smi lists, not the ones the caller left visible.
+
 A run records the GPU it was given: CUDA_VISIBLE_DEVICES as set for it, and that GPU's UUID and
 name when nvidia-smi is there. What a slot gives its run (`slot_env`) is one function, so that a
 sweep's confirmation rerun, which runs in the parent after the slots, gets exactly what the run it
@@ -50,6 +56,20 @@ def nvidia_smi_gpus() -> dict[str, tuple[str, str]] | str:
     return found
 
 
+def unasked(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The --gpus a sweep takes when none is given, and why, for its log (None: one after another, in-process;
+    no why where no GPU is listed, since nothing changed there)."""
+    found = nvidia_smi_gpus()
+    if isinstance(found, str) or not found:
+        return None, ""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return None, (f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r} is set, and --gpus all would count every "
+                      "GPU nvidia-smi lists: the mode runs go one after another in this process (--gpus 0,1 names "
+                      "GPUs by nvidia-smi's index)")
+    return "all", (f"nvidia-smi lists {len(found)} GPU(s): --gpus all unasked, so each GPU overlaps the mode runs "
+                   "it has room for (--gpus none: one after another in this process)")
+
+
 def inventory() -> dict[str, tuple[str, str]]:
     """index -> (uuid, name); empty when nvidia-smi cannot tell."""
     found = nvidia_smi_gpus()
@@ -60,9 +80,11 @@ def slots(spec: str | None, per_gpu: int, voice: Voice) -> list[str]:
     """The GPU of each slot, N slots per GPU, spread over the GPUs first; [] means in-process, one after another."""
     if per_gpu < 1:
         raise GpuError(f"--slots-per-gpu {per_gpu}: give 1 or more mode runs per GPU")
-    if spec is None:
+    if spec is None or spec == "none":
         if per_gpu != 1:
-            raise GpuError("--slots-per-gpu needs --gpus (0,1 or all): without it, cells run one after another")
+            raise GpuError(f"--slots-per-gpu {per_gpu} needs GPUs to overlap on, and "
+                           + ("--gpus none runs" if spec else "without --gpus this sweep runs")
+                           + " the mode runs one after another: give --gpus 0,1 or all, or leave --slots-per-gpu out")
         return []
     found = nvidia_smi_gpus()
     if spec == "all":
