@@ -9,7 +9,8 @@ run of the seed recipe, alternating pairs; wall time and the process tree's CPU 
    run first, so its census and the runs on record are there, as on any day after the first (skipped where
    BENCH_WORK holds a warmed dir already: `--repeat 0` warms only, so a large suite's pairs can be split
    across calls that each fit a time limit);
-3. with --full: the same cell with `-- --full` too, every mode running every test (what a cell cost before).
+3. with --full: the same cell with `-- --full` too, every mode running every test (what a cell cost before);
+4. with --serial: the same with its mode runs one after another (`--slots-per-gpu 1`; a sweep's `--gpus none`).
 Each figure is the median of --repeat runs taken in turn (bare, cell[, full]). CPU time is that of every process
 the command started, reaped (RUSAGE_CHILDREN). The cell's require_cudnn outcomes (ran and carried) are checked
 against the bare run's per-test outcomes (`-rA`'s PASSED/FAILED/ERROR lines): the same, or each difference.
@@ -99,19 +100,22 @@ def ratio(a: list[float], b: list[float]) -> float | None:
     return round(median(b) / median(a), 4) if a and median(a) else None
 
 
-def side_cmd(names: list[str], full: bool) -> list[str]:
-    """One cell: its nox session; several: one sweep of them (what a release sweep runs)."""
+def side_cmd(names: list[str], full: bool, serial: bool = False) -> list[str]:
+    """One cell: its nox session; several: one sweep of them (what a release sweep runs). `serial`: its mode runs
+    one after another (a cell's --slots-per-gpu 1, a sweep's --gpus none), what either did before it overlapped."""
     if len(names) == 1:
-        return nox_cmd("-s", names[0], *(["--", "--full"] if full else []))
-    return nox_cmd("-s", "sweep", "--", "--select", *names, *(["--full"] if full else []))
+        extra = [*(["--full"] if full else []), *(["--slots-per-gpu", "1"] if serial else [])]
+        return nox_cmd("-s", names[0], *(["--", *extra] if extra else []))
+    return nox_cmd("-s", "sweep", "--", "--select", *names, *(["--full"] if full else []),
+                   *(["--gpus", "none"] if serial else []))
 
 
-def warm(names: list[str], cells, sides: dict[str, tuple[bool, Path]], base: dict[str, str], log: Path) -> None:
+def warm(names: list[str], cells, sides: dict[str, tuple[bool, bool, Path]], base: dict[str, str], log: Path) -> None:
     """One untimed run of each side, so its census and the runs on record are there, as on day two."""
-    for full, results in sides.values():
+    for full, serial, results in sides.values():
         if all((results / f"{c.mode_session(c.modes[-1])}.json").exists() for c in cells):  # an earlier call warmed it
             continue
-        timed(side_cmd(names, full), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+        timed(side_cmd(names, full, serial), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
 
 
 def bare_runs(matrix, cells, work: Path) -> list[tuple[list[str], dict[str, str], Path, str]]:
@@ -148,6 +152,8 @@ def main() -> int:
                     help="a cell session; given twice or more, those cells as one sweep against their bare runs")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--full", action="store_true", help="time the cell with --full too (every mode, every test)")
+    ap.add_argument("--serial", action="store_true",
+                    help="time it with its mode runs one after another too (--slots-per-gpu 1; a sweep's --gpus none)")
     ap.add_argument("--out", default=str(REPO / "bench" / "below-floor.json"))
     args = ap.parse_args()
     work = Path(os.environ.get("BENCH_WORK") or tempfile.mkdtemp(prefix="bench-below-floor-"))
@@ -162,10 +168,11 @@ def main() -> int:
         return 2
     cells = [by_name[n] for n in args.cell]
     log = work / "bench.log"
-    sides = {"cell": (False, work / "cell")} | ({"full": (True, work / "full")} if args.full else {})
+    sides = {"cell": (False, False, work / "cell")} | ({"full": (True, False, work / "full")} if args.full else {}) \
+        | ({"serial": (False, True, work / "serial")} if args.serial else {})
     warm(args.cell, cells, sides, base, log)
     if args.repeat < 1:
-        print(f"warmed only ({', '.join(str(r) for _, r in sides.values())}): run again with --repeat N")
+        print(f"warmed only ({', '.join(str(r) for *_, r in sides.values())}): run again with --repeat N")
         return 0
     bares = bare_runs(matrix, cells, work)
     walls: dict[str, list[float]] = {k: [] for k in ("bare", *sides)}
@@ -175,16 +182,17 @@ def main() -> int:
     for i in range(args.repeat):
         w, c, code, outputs = timed_bare(bares, log)
         _add(walls, cpus, codes, "bare", (w, c, code))
-        for name, (full, results) in sides.items():
-            w, c, code, _ = timed(side_cmd(args.cell, full), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+        for name, (full, serial, results) in sides.items():
+            w, c, code, _ = timed(side_cmd(args.cell, full, serial), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
             _add(walls, cpus, codes, name, (w, c, code))
         print(f"pair {i + 1}: " + ", ".join(f"{k} {walls[k][-1]} s / {cpus[k][-1]} CPU-s" for k in walls), flush=True)
     diffs = outcome_diffs(cells, bares, outputs, work)
     out = {"cell": args.cell[0] if len(cells) == 1 else args.cell, "repeat": args.repeat, "walls": walls,
            "cpus": cpus, "codes": codes, "wall_ratio": ratio(walls["bare"], walls["cell"]),
            "cpu_ratio": ratio(cpus["bare"], cpus["cell"]), "target": TARGET, "outcomes_differ": diffs, "log": str(log)}
-    if args.full:
-        out |= {"full_wall_ratio": ratio(walls["bare"], walls["full"]), "full_cpu_ratio": ratio(cpus["bare"], cpus["full"])}
+    for side in ("full", "serial"):
+        if side in sides:
+            out |= {f"{side}_wall_ratio": ratio(walls["bare"], walls[side]), f"{side}_cpu_ratio": ratio(cpus["bare"], cpus[side])}
     return report(out, codes, log, Path(args.out))
 
 
@@ -192,7 +200,7 @@ def report(out: dict[str, Any], codes: dict[str, list[int]], log: Path, dest: Pa
     if any(code not in (0, 1) for code in codes["bare"]):
         print(f"warning: the bare run exited {codes['bare']}: it did not run the tests, and no ratio means anything "
               f"(its output is in {log})")
-    for key in ("wall_ratio", "cpu_ratio", "full_wall_ratio", "full_cpu_ratio"):
+    for key in ("wall_ratio", "cpu_ratio", "full_wall_ratio", "full_cpu_ratio", "serial_wall_ratio", "serial_cpu_ratio"):
         if key in out:
             print(f"{key}: {out[key]}")
     diffs = out["outcomes_differ"]

@@ -20,8 +20,10 @@
 #   C. the gate: the 1.30.0 baseline swept (calibrated expectations), 1.31.1 against it under --gate regressions
 #      (expected exit 0), then 1.31.1 with MATH forced (expected red, every regression confirmed).
 #   D. a 2-cell sweep's cost: bf-3.12-h200attquiet (1.31.1) and bf-3.12-h200attquiet130 (1.30.0), quiet threads as
-#      shipped, as one sweep (nox -s sweep -- --select both) against the two cells' bare require runs one after
-#      another, and the same sweep with --full, REPEAT alternating rounds (default 2) after one untimed warm-up each.
+#      shipped, as one sweep (nox -s sweep -- --select both: on a GPU host its mode runs overlap, --gpus all unasked)
+#      against the two cells' bare require runs one after another, and the same sweep with --gpus none (its mode
+#      runs one after another, as every sweep without --gpus ran before; FULL=1: with --full instead), REPEAT
+#      alternating rounds (default 2) after one untimed warm-up each.
 # Needs /root/wheelhouse from:
 #   ../shared/device/stage onnxruntime-gpu==1.30.0 onnxruntime-gpu==1.31.1 onnx==1.20.1 parameterized pytest-xdist nox \
 #     virtualenv filelock defusedxml jinja2 pyelftools setuptools einops rich
@@ -104,7 +106,8 @@ if [ "$STEP" = C ]; then
 fi
 if [ "$STEP" = D ]; then
   BENCH_WORK=/root/bench-below-floor-2cell timeout 570 python3 bench/below_floor.py --matrix $BFM \
-    --cell bf-3.12-h200attquiet --cell bf-3.12-h200attquiet130 --repeat "${REPEAT:-2}" --full \
+    --cell bf-3.12-h200attquiet --cell bf-3.12-h200attquiet130 --repeat "${REPEAT:-2}" \
+    $([ "${FULL:-0}" = 1 ] && echo --full || echo --serial) \
     --out "$OUT/below-floor-2cell.json" 2>&1 | tee "$OUT/step-d.log"
 fi
 ls -la "$OUT"
