@@ -110,12 +110,12 @@ def side_cmd(names: list[str], full: bool, serial: bool = False) -> list[str]:
                    *(["--gpus", "none"] if serial else []))
 
 
-def warm(names: list[str], cells, sides: dict[str, tuple[bool, bool, Path]], base: dict[str, str], log: Path) -> None:
+def warm(cells, sides: dict[str, tuple[bool, bool, Path]], base: dict[str, str], log: Path) -> None:
     """One untimed run of each side, so its census and the runs on record are there, as on day two."""
     for full, serial, results in sides.values():
         if all((results / f"{c.mode_session(c.modes[-1])}.json").exists() for c in cells):  # an earlier call warmed it
             continue
-        timed(side_cmd(names, full, serial), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
+        timed(side_cmd([c.name for c in cells], full, serial), {**base, "MATRIX_RESULTS": str(results)}, REPO, log)
 
 
 def bare_runs(matrix, cells, work: Path) -> list[tuple[list[str], dict[str, str], Path, str]]:
@@ -170,7 +170,7 @@ def main() -> int:
     log = work / "bench.log"
     sides = {"cell": (False, False, work / "cell")} | ({"full": (True, False, work / "full")} if args.full else {}) \
         | ({"serial": (False, True, work / "serial")} if args.serial else {})
-    warm(args.cell, cells, sides, base, log)
+    warm(cells, sides, base, log)
     if args.repeat < 1:
         print(f"warmed only ({', '.join(str(r) for *_, r in sides.values())}): run again with --repeat N")
         return 0

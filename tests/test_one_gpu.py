@@ -187,7 +187,7 @@ def test_a_sweep_unasked_overlaps_on_the_gpus_nvidia_smi_lists_unless_told_not_t
         assert serial.returncode == 0, serial.stdout[-3000:]
         rec = records(log)
         assert not overlaps(rec["a", "normal"], rec["b", "normal"]), how
-        assert ("--gpus all unasked" in serial.stdout) is False, how
+        assert "--gpus all unasked" not in serial.stdout, how
         assert ("\nsweep: CUDA_VISIBLE_DEVICES='0' is set, and --gpus all would count every GPU nvidia-smi lists: "
                 "the mode runs go one after another in this process" in serial.stdout) == bool(env), how
 

@@ -98,7 +98,7 @@ def slots(spec: str | None, per_gpu: int, voice: Voice) -> list[str]:
     else:
         gpus = [p.strip() for p in spec.split(",") if p.strip()]
         if not gpus or not all(p.isdigit() for p in gpus) or len(set(gpus)) != len(gpus):
-            raise GpuError(f"--gpus {spec!r}: give GPU indices such as 0,1 (each once), or all")
+            raise GpuError(f"--gpus {spec!r}: give GPU indices such as 0,1 (each once), all, or none")
         if isinstance(found, str):
             voice.warn(f"--gpus {spec}: {found}, so the indices cannot be checked: taken as given, as slots")
         else:
