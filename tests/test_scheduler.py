@@ -242,6 +242,11 @@ def test_without_nvidia_smi_indices_are_slots_and_all_runs_in_process(tmp_path, 
     assert "nox > --gpus 3: nvidia-smi is not on PATH, so the indices cannot be checked: taken as given, as slots\n" \
         in given.stdout
     assert records(log)["x", "normal"]["cuda_visible_devices"] == "3"
+    slotted = sweep(tmp_path, venvs, "--slots-per-gpu", "2", env={"PATH": path})  # no GPU listed: nothing to overlap on
+    assert slotted.returncode != 0 and "Traceback" not in slotted.stdout
+    assert ends_line(slotted.stdout, "nox > Session sweep aborted: --slots-per-gpu 2 needs GPUs to overlap on, and "
+                     "without --gpus this sweep runs the mode runs one after another: give --gpus 0,1 or all, or leave "
+                     "--slots-per-gpu out"), slotted.stdout[-2000:]
 
 
 def _processes_with(results):
